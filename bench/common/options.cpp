@@ -1,0 +1,67 @@
+#include "bench/common/options.hpp"
+
+#include <charconv>
+#include <stdexcept>
+#include <system_error>
+
+#include "bench/common/result.hpp"
+
+namespace mok::bench {
+namespace {
+
+const std::string& value_after(const std::vector<std::string>& args, size_t& i) {
+    if (i + 1 >= args.size()) {
+        throw std::invalid_argument("flag " + args[i] + ": expected a value after it");
+    }
+    return args[++i];
+}
+
+int non_negative_count(const std::string& flag, const std::string& text) {
+    int value = 0;
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (result.ec != std::errc() || result.ptr != text.data() + text.size() || value < 0) {
+        throw std::invalid_argument("flag " + flag + ": expected a non-negative integer, got '" + text + "'");
+    }
+    return value;
+}
+
+}  // namespace
+
+CommonOptions parse_common_options(int argc, char** argv) {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    CommonOptions options;
+    options.out_dir = default_out_dir();
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (arg == "--out") {
+            options.out_dir = value_after(args, i);
+        } else if (arg == "--quick") {
+            options.quick = true;
+        } else if (arg == "--full") {
+            options.full = true;
+        } else if (arg == "--warmup") {
+            options.num_warmup = non_negative_count(arg, value_after(args, i));
+        } else if (arg == "--reps") {
+            options.num_reps = non_negative_count(arg, value_after(args, i));
+        } else if (arg == "--help" || arg == "-h") {
+            options.help = true;
+        } else {
+            options.rest.push_back(arg);
+        }
+    }
+    if (options.num_reps && *options.num_reps == 0) {
+        throw std::invalid_argument("flag --reps: expected at least one timed repetition");
+    }
+    return options;
+}
+
+std::string common_options_help() {
+    return "  --out DIR      write the JSON result into DIR (default: $MOK_BENCH_OUT_DIR, else bench/results)\n"
+           "  --quick        a representative subset, fewer repetitions\n"
+           "  --full         the whole sweep\n"
+           "  --warmup N     untimed runs before the timed ones\n"
+           "  --reps N       timed repetitions (median and spread are taken over them)\n"
+           "  --help         this text\n";
+}
+
+}  // namespace mok::bench

@@ -1,0 +1,34 @@
+// Command-line flags every benchmark program shares, so tools/gpu_runner.sh drives them all alike:
+//   --out DIR      where the JSON goes (default: MOK_BENCH_OUT_DIR, else the source tree's bench/results)
+//   --quick        a representative subset with fewer repetitions
+//   --full         the whole sweep
+//   --warmup N     untimed runs before the timed ones (default: the benchmark's own)
+//   --reps N       timed repetitions (default: the benchmark's own)
+//   --help         print the flags and exit
+// Anything else is left, in order, for the program's own flags.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mok::bench {
+
+struct CommonOptions {
+    std::filesystem::path out_dir;
+    bool quick = false;
+    bool full = false;
+    std::optional<int> num_warmup;
+    std::optional<int> num_reps;
+    bool help = false;
+    std::vector<std::string> rest;  // arguments this parser does not know, for the program to read
+};
+
+// Parses argv[1..argc). Throws std::invalid_argument naming the flag when a value is missing or malformed.
+CommonOptions parse_common_options(int argc, char** argv);
+
+// The help text for the flags above, one per line, for a program's --help.
+std::string common_options_help();
+
+}  // namespace mok::bench

@@ -1,0 +1,487 @@
+// mok-bench-gemm: the grouped GEMM engine's forms on every (H, I) of the model table at 128, 512, 2048 and
+// 4096 rows per expert, against dense cuBLAS of the same (M, N, K) measured in this run (and, through the run
+// id, torch._grouped_mm measured by bench/baselines in the same runner invocation).
+//
+// Each case runs its form once and checks sampled outputs against a CPU fp64 dot product through the
+// tolerance model before timing. The experts of a case are the local experts of EP 8 (E / 8), capped at
+// kMaxRows rows in all -- the same groups as the torch._grouped_mm baseline, whose cases pair with these by name.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/ceilings/ceilings.hpp"
+#include "bench/common/bench.hpp"
+#include "bench/common/buffers.hpp"
+#include "common/bf16.hpp"
+#include "common/device_status.hpp"
+#include "device/gemm/grouped_gemm.hpp"
+#include "reference/tolerance.hpp"
+
+namespace mok::bench::gemm_bench {
+namespace {
+
+// The groups of a case: the local experts of a full node (EP 8), at most kMaxRows rows in all.
+constexpr int32_t kEpForGroups = 8;
+constexpr int32_t kMaxRows = 65536;
+constexpr int32_t kRowAlignment = 128;
+constexpr double kFlopsPerMultiplyAdd = 2.0;
+constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
+constexpr int kCheckedRows = 3;
+constexpr uint64_t kSeed = 0x9e3779b97f4a7c15ull;
+
+struct ModelShape {
+    std::string name;
+    int32_t num_experts;  // E, of the whole model
+    int32_t hidden;
+    int32_t width;
+};
+
+// The model table of the brief.
+std::vector<ModelShape> model_shapes() {
+    return {{"kimi-k2.7-code", 384, 7168, 2048},     {"glm-5.2", 256, 6144, 2048},
+            {"qwen3.5-397b-a17b", 512, 4096, 1024},  {"deepseek-v4-pro", 384, 7168, 3072},
+            {"deepseek-v3", 256, 7168, 2048},        {"qwen3-235b-a22b", 128, 4096, 1536}};
+}
+
+int32_t groups_for(const ModelShape& shape, int32_t rows_per_expert) {
+    return std::max(1, std::min(shape.num_experts / kEpForGroups, kMaxRows / rows_per_expert));
+}
+
+void check_status(const Status& s) {
+    if (!s.is_ok()) {
+        throw std::runtime_error(s.to_string());
+    }
+}
+
+template <typename T>
+std::vector<T> download(const T* device, size_t offset, size_t count) {
+    std::vector<T> host(count);
+    MOK_BENCH_CHECK_CUDA(cudaMemcpy(host.data(), device + offset, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+}
+
+// All buffers of one (shape, rows per expert) point.
+struct Problem {
+    Problem(const ModelShape& shape, int32_t rows_per_expert, cudaStream_t stream)
+        : hidden(shape.hidden),
+          width(shape.width),
+          num_experts(groups_for(shape, rows_per_expert)),
+          rows(num_experts * rows_per_expert),
+          x(0, static_cast<size_t>(rows) * hidden),
+          dy(0, static_cast<size_t>(rows) * hidden),
+          dys(0, static_cast<size_t>(rows) * hidden),
+          out(0, static_cast<size_t>(rows) * hidden),
+          gu(0, static_cast<size_t>(rows) * 2 * width),
+          dgu(0, static_cast<size_t>(rows) * 2 * width),
+          h(0, static_cast<size_t>(rows) * width),
+          w_gate(0, static_cast<size_t>(num_experts) * width * hidden),
+          w_up(0, static_cast<size_t>(num_experts) * width * hidden),
+          w_down(0, static_cast<size_t>(num_experts) * hidden * width),
+          fresh(0, static_cast<size_t>(num_experts) * width * hidden),
+          fresh_up(0, static_cast<size_t>(num_experts) * width * hidden),
+          d_gate(0, static_cast<size_t>(num_experts) * width * hidden),
+          d_up(0, static_cast<size_t>(num_experts) * width * hidden),
+          d_down(0, static_cast<size_t>(num_experts) * hidden * width),
+          row_weight(0, rows),
+          partials(0, static_cast<size_t>(rows) * gemm::router_partial_tiles(width)),
+          d_router(0, rows),
+          tables(0, 1 + rows / kRowAlignment + 2 * num_experts),
+          status(0, 1) {
+        const float input_scale = 1.0f / std::sqrt(static_cast<float>(hidden));
+        const float width_scale = 1.0f / std::sqrt(static_cast<float>(width));
+        uint64_t seed = kSeed;
+        fill_uniform(x.get(), x.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(dy.get(), dy.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(gu.get(), gu.count(), -2.0f, 2.0f, seed++, stream);
+        fill_uniform(dgu.get(), dgu.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(h.get(), h.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(dys.get(), dys.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(w_gate.get(), w_gate.count(), -input_scale, input_scale, seed++, stream);
+        fill_uniform(w_up.get(), w_up.count(), -input_scale, input_scale, seed++, stream);
+        fill_uniform(w_down.get(), w_down.count(), -width_scale, width_scale, seed++, stream);
+        fill_uniform(d_gate.get(), d_gate.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(d_up.get(), d_up.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(d_down.get(), d_down.count(), -1.0f, 1.0f, seed++, stream);
+        fill_uniform(row_weight.get(), row_weight.count(), -1.0f, 1.0f, seed++, stream);
+        // The row space: num_experts segments of rows_per_expert rows each (a multiple of 128: no padding).
+        std::vector<int32_t> host_tables(tables.count());
+        host_tables[0] = rows;
+        for (int32_t t = 0; t < rows / kRowAlignment; ++t) {
+            host_tables[1 + t] = t * kRowAlignment / rows_per_expert;
+        }
+        for (int32_t e = 0; e < num_experts; ++e) {
+            host_tables[1 + rows / kRowAlignment + e] = e * rows_per_expert;
+            host_tables[1 + rows / kRowAlignment + num_experts + e] = rows_per_expert;
+        }
+        MOK_BENCH_CHECK_CUDA(cudaMemcpy(tables.get(), host_tables.data(), tables.bytes(), cudaMemcpyHostToDevice));
+        MOK_BENCH_CHECK_CUDA(cudaMemset(status.get(), 0, status.bytes()));
+        MOK_BENCH_CHECK_CUDA(cudaStreamSynchronize(stream));
+        const int32_t* t = tables.get();
+        space = {{t, t + 1, t + 1 + rows / kRowAlignment, t + 1 + rows / kRowAlignment + num_experts}, rows,
+                 num_experts};
+    }
+
+    int32_t hidden;
+    int32_t width;
+    int32_t num_experts;
+    int32_t rows;
+    DeviceBuffer<__nv_bfloat16> x, dy, dys, out, gu, dgu, h, w_gate, w_up, w_down;
+    DeviceBuffer<__nv_bfloat16> fresh, fresh_up;  // bf16 weight gradients of the checks before timing
+    DeviceBuffer<float> d_gate, d_up, d_down, row_weight, partials, d_router;
+    DeviceBuffer<int32_t> tables;
+    DeviceBuffer<DeviceStatus> status;
+    gemm::GroupedRowSpace space{};
+};
+
+struct Form {
+    std::string name;
+    double flops;              // per run
+    double weight_bytes;       // weights read per run
+    ceilings::GemmShape dense; // the dense GEMM of the same (M, N, K): the same-run cuBLAS point
+    std::function<void(cudaStream_t)> run;
+    std::function<tolerance::Verdict()> check;
+};
+
+float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+std::vector<float> host_floats(const __nv_bfloat16* device, size_t offset, size_t count) {
+    const std::vector<__nv_bfloat16> raw = download(device, offset, count);
+    std::vector<float> out(count);
+    for (size_t i = 0; i < count; ++i) {
+        out[i] = to_float(raw[i]);
+    }
+    return out;
+}
+
+// Sampled check: collects the GPU value, the fp32-accumulated same-precision value and the fp64 oracle of each
+// sampled element, and judges them with the tolerance model.
+class SampledCheck {
+public:
+    void add(double got, double same, double oracle) {
+        got_.push_back(got);
+        same_.push_back(same);
+        oracle_.push_back(oracle);
+    }
+    tolerance::Verdict verdict() const { return tolerance::judge(got_, same_, oracle_); }
+
+private:
+    std::vector<double> got_, same_, oracle_;
+};
+
+struct Dot {
+    double oracle = 0.0;
+    float same = 0.0f;
+    void add(float a, float b) {
+        oracle += static_cast<double>(a) * b;
+        same = std::fma(a, b, same);
+    }
+};
+
+std::vector<int32_t> sample_rows(const Problem& p) {
+    std::mt19937 rng(static_cast<uint32_t>(p.hidden * 131 + p.width));
+    std::uniform_int_distribution<int32_t> pick(0, p.rows - 1);
+    std::vector<int32_t> rows;
+    for (int i = 0; i < kCheckedRows; ++i) {
+        rows.push_back(pick(rng));
+    }
+    return rows;
+}
+
+int32_t expert_of(const Problem& p, int32_t row) { return row / (p.rows / p.num_experts); }
+
+// out[r][j] = sum_k a[r][k] * w_e[j][k] (w_e: [n, k] per expert): gate/up (its g half) and down.
+tolerance::Verdict check_rows_against_weights(const Problem& p, const __nv_bfloat16* a, const __nv_bfloat16* w,
+                                              const __nv_bfloat16* out, int64_t out_stride, int64_t n, int64_t k) {
+    SampledCheck check;
+    for (const int32_t r : sample_rows(p)) {
+        const std::vector<float> a_row = host_floats(a, static_cast<size_t>(r) * k, k);
+        const std::vector<float> w_e = host_floats(w, static_cast<size_t>(expert_of(p, r)) * n * k, n * k);
+        const std::vector<float> got = host_floats(out, static_cast<size_t>(r) * out_stride, n);
+        for (int64_t j = 0; j < n; ++j) {
+            Dot d;
+            for (int64_t i = 0; i < k; ++i) {
+                d.add(a_row[i], w_e[j * k + i]);
+            }
+            check.add(got[j], round_to_bf16(d.same), d.oracle);
+        }
+    }
+    return check.verdict();
+}
+
+// dx rows: out[r][j] = sum_i dg[r][i] W_gate[i][j] + du[r][i] W_up[i][j].
+tolerance::Verdict check_dgrad_gate_up(const Problem& p) {
+    SampledCheck check;
+    const int64_t H = p.hidden, I = p.width;
+    for (const int32_t r : sample_rows(p)) {
+        const std::vector<float> dgu = host_floats(p.dgu.get(), static_cast<size_t>(r) * 2 * I, 2 * I);
+        const size_t e = expert_of(p, r);
+        const std::vector<float> wg = host_floats(p.w_gate.get(), e * I * H, I * H);
+        const std::vector<float> wu = host_floats(p.w_up.get(), e * I * H, I * H);
+        const std::vector<float> got = host_floats(p.out.get(), static_cast<size_t>(r) * H, H);
+        for (int64_t j = 0; j < H; ++j) {
+            Dot d;
+            for (int64_t i = 0; i < I; ++i) {
+                d.add(dgu[i], wg[i * H + j]);
+            }
+            for (int64_t i = 0; i < I; ++i) {
+                d.add(dgu[I + i], wu[i * H + j]);
+            }
+            check.add(got[j], round_to_bf16(d.same), d.oracle);
+        }
+    }
+    return check.verdict();
+}
+
+// du = bf16(w * dh' * silu(g)), dh' = W_down^T dy: the dgrad epilogue's u-half output.
+tolerance::Verdict check_dgrad_down(const Problem& p) {
+    SampledCheck check;
+    const int64_t H = p.hidden, I = p.width;
+    const std::vector<float> weight = download(p.row_weight.get(), 0, p.rows);
+    for (const int32_t r : sample_rows(p)) {
+        const std::vector<float> dy = host_floats(p.dy.get(), static_cast<size_t>(r) * H, H);
+        const std::vector<float> gu = host_floats(p.gu.get(), static_cast<size_t>(r) * 2 * I, 2 * I);
+        const std::vector<float> wd = host_floats(p.w_down.get(), static_cast<size_t>(expert_of(p, r)) * H * I, H * I);
+        const std::vector<float> got = host_floats(p.dgu.get(), static_cast<size_t>(r) * 2 * I + I, I);
+        for (int64_t j = 0; j < I; ++j) {
+            Dot d;
+            for (int64_t i = 0; i < H; ++i) {
+                d.add(dy[i], wd[i * I + j]);
+            }
+            const double g = gu[j];
+            const double silu = g / (1.0 + std::exp(-g));
+            check.add(got[j], round_to_bf16(weight[r] * d.same * static_cast<float>(silu)), weight[r] * d.oracle * silu);
+        }
+    }
+    return check.verdict();
+}
+
+// A weight gradient run fresh (bf16) into `fresh`, at sampled (expert, m, n): the sum over the expert's rows of
+// a[r][m] * b[r][n], a: [rows, a_stride] from column a_offset, b: [rows, n_extent].
+tolerance::Verdict check_weight_grad(const Problem& p, const __nv_bfloat16* a, int64_t a_stride, int64_t a_offset,
+                                     const __nv_bfloat16* b, int64_t m_extent, int64_t n_extent,
+                                     const __nv_bfloat16* fresh) {
+    constexpr int kSamples = 24;
+    SampledCheck check;
+    std::mt19937 rng(static_cast<uint32_t>(m_extent * 7 + n_extent));
+    const int32_t rows_per_expert = p.rows / p.num_experts;
+    for (int s = 0; s < kSamples; ++s) {
+        const int64_t e = std::uniform_int_distribution<int64_t>(0, p.num_experts - 1)(rng);
+        const int64_t m = std::uniform_int_distribution<int64_t>(0, m_extent - 1)(rng);
+        const int64_t n = std::uniform_int_distribution<int64_t>(0, n_extent - 1)(rng);
+        const std::vector<float> a_rows =
+            host_floats(a, static_cast<size_t>(e) * rows_per_expert * a_stride, rows_per_expert * a_stride);
+        const std::vector<float> b_rows =
+            host_floats(b, static_cast<size_t>(e) * rows_per_expert * n_extent, rows_per_expert * n_extent);
+        Dot d;
+        for (int32_t r = 0; r < rows_per_expert; ++r) {
+            d.add(a_rows[r * a_stride + a_offset + m], b_rows[r * n_extent + n]);
+        }
+        check.add(host_floats(fresh, (e * m_extent + m) * n_extent + n, 1)[0], round_to_bf16(d.same), d.oracle);
+    }
+    return check.verdict();
+}
+
+std::vector<Form> forms(Problem& p) {
+    const double m = p.rows;
+    const double hh = p.hidden;
+    const double ii = p.width;
+    const double e = p.num_experts;
+    auto launch = [&p](cudaStream_t stream) {
+        gemm::LaunchConfig l;
+        l.stream = stream;
+        l.status = p.status.get();
+        return l;
+    };
+    std::vector<Form> out;
+    out.push_back({"gate_up_swiglu", kFlopsPerMultiplyAdd * m * 2 * ii * hh, e * 2 * ii * hh * 2,
+                   {p.rows, 2 * p.width, p.hidden},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::gate_up_swiglu(
+                           {p.space, p.x.get(), p.w_gate.get(), p.w_up.get(), p.gu.get(), p.h.get(), p.hidden, p.width},
+                           launch(s)));
+                   },
+                   nullptr});
+    out.push_back({"down", kFlopsPerMultiplyAdd * m * hh * ii, e * hh * ii * 2,
+                   {p.rows, p.hidden, p.width},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::down_projection(
+                           {p.space, p.h.get(), p.w_down.get(), p.out.get(), p.hidden, nullptr, p.hidden, p.width},
+                           launch(s)));
+                   },
+                   nullptr});
+    out.push_back({"dgrad_down_swiglu", kFlopsPerMultiplyAdd * m * ii * hh, e * hh * ii * 2,
+                   {p.rows, p.width, p.hidden},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(),
+                                                      p.row_weight.get(), p.dgu.get(), p.partials.get(), p.hidden,
+                                                      p.width},
+                                                     launch(s)));
+                       check_status(gemm::reduce_router_partials(p.space, p.partials.get(),
+                                                                 gemm::router_partial_tiles(p.width),
+                                                                 p.d_router.get(), s));
+                   },
+                   nullptr});
+    out.push_back({"dgrad_gate_up", kFlopsPerMultiplyAdd * m * hh * 2 * ii, e * 2 * ii * hh * 2,
+                   {p.rows, p.hidden, 2 * p.width},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::dgrad_gate_up({p.space, p.dgu.get(), p.w_gate.get(), p.w_up.get(),
+                                                         p.out.get(), p.hidden, nullptr, p.hidden, p.width},
+                                                        launch(s)));
+                   },
+                   nullptr});
+    out.push_back({"wgrad_gate_up", kFlopsPerMultiplyAdd * m * 2 * ii * hh, e * 2 * ii * hh * 4,
+                   {2 * p.width, p.hidden, p.rows},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.d_gate.get(),
+                                                               p.d_up.get(), gemm::WeightGradMode::kAccumulate,
+                                                               p.hidden, p.width},
+                                                              launch(s)));
+                   },
+                   nullptr});
+    out.push_back({"wgrad_down", kFlopsPerMultiplyAdd * m * hh * ii, e * hh * ii * 4,
+                   {p.hidden, p.width, p.rows},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.d_down.get(),
+                                                            gemm::WeightGradMode::kAccumulate, p.hidden, p.width},
+                                                           launch(s)));
+                   },
+                   nullptr});
+    // Checked before timing (the GEMM tests check every form thoroughly; this guards the measured build).
+    out[0].check = [&p]() {
+        return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width, p.width, p.hidden);
+    };
+    out[1].check = [&p]() {
+        return check_rows_against_weights(p, p.h.get(), p.w_down.get(), p.out.get(), p.hidden, p.hidden, p.width);
+    };
+    out[2].check = [&p]() { return check_dgrad_down(p); };
+    out[3].check = [&p]() { return check_dgrad_gate_up(p); };
+    // Weight gradients are timed accumulating into fp32; checked by a fresh (bf16) run of the same kernel.
+    out[4].check = [&p, launch]() {
+        check_status(gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.fresh.get(), p.fresh_up.get(),
+                                                gemm::WeightGradMode::kFresh, p.hidden, p.width},
+                                               launch(nullptr)));
+        MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+        return check_weight_grad(p, p.dgu.get(), 2 * p.width, 0, p.x.get(), p.width, p.hidden, p.fresh.get());
+    };
+    out[5].check = [&p, launch]() {
+        check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.fresh.get(),
+                                             gemm::WeightGradMode::kFresh, p.hidden, p.width},
+                                            launch(nullptr)));
+        MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+        return check_weight_grad(p, p.dys.get(), p.hidden, 0, p.h.get(), p.hidden, p.width, p.fresh.get());
+    };
+    return out;
+}
+
+Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
+               const TimingOptions& timing, double dense_tflops, double copy_gbps) {
+    Case c;
+    c.name = shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
+    c.params = Json::object();
+    c.params.set("hidden", Json(shape.hidden));
+    c.params.set("width", Json(shape.width));
+    c.params.set("rows_per_expert", Json(rows_per_expert));
+    c.params.set("num_experts", Json(groups_for(shape, rows_per_expert)));
+    c.params.set("form", Json(form.name));
+    form.run(stream);
+    MOK_BENCH_CHECK_CUDA(cudaStreamSynchronize(stream));
+    if (form.check) {
+        const tolerance::Verdict v = form.check();
+        if (!v.pass) {
+            c.status = CaseStatus::kFailed;
+            c.note = "correctness check failed: " + v.describe();
+            return c;
+        }
+        c.note = "checked before timing: " + v.describe();
+    }
+    const TimingStats stats = timer.time([&](int) { form.run(stream); }, timing);
+    c.figures.push_back(time_figure("time", stats));
+    Figure rate = rate_figure("tflops", "TFLOP/s", form.flops / kTera, stats);
+    rate.against("cublas_dense_bf16", dense_tflops);
+    c.figures.push_back(rate);
+    c.figures.push_back(fraction_figure("fraction_of_cublas", rate, "cublas_dense_bf16", dense_tflops));
+    if (rows_per_expert <= kRowAlignment) {
+        Figure bw = rate_figure("weight_read_bandwidth", "GB/s", form.weight_bytes / kGiga, stats);
+        c.figures.push_back(bw);
+        c.figures.push_back(fraction_figure("fraction_of_copy", bw, "device_copy", copy_gbps));
+    }
+    return c;
+}
+
+double figure_value(const Case& c, const std::string& name) {
+    for (const Figure& f : c.figures) {
+        if (f.name == name) {
+            return f.value;
+        }
+    }
+    return NAN;
+}
+
+int run(int argc, char** argv) {
+    const CommonOptions options = parse_common_options(argc, argv);
+    if (options.help) {
+        std::printf("mok-bench-gemm: grouped GEMM forms vs same-run dense cuBLAS\n%s", common_options_help().c_str());
+        return 0;
+    }
+    TimingOptions timing;
+    timing.num_warmup = options.num_warmup.value_or(kDefaultWarmup);
+    timing.num_reps = options.num_reps.value_or(options.quick ? 5 : 10);
+    // --quick: the baseline's quick subset (DeepSeek-V3 and Qwen3.5 at 128 and 4096 rows per expert).
+    const std::vector<int32_t> rows_points = options.quick ? std::vector<int32_t>{128, 4096}
+                                                           : std::vector<int32_t>{128, 512, 2048, 4096};
+    std::vector<ModelShape> shapes = model_shapes();
+    if (options.quick) {
+        std::erase_if(shapes, [](const ModelShape& m) { return m.name != "deepseek-v3" && m.name != "qwen3.5-397b-a17b"; });
+    }
+    Result result;
+    result.run = collect_run_info("gemm", 1);
+    result.config.set("groups", Json(std::string("min(E / 8, 65536 / rows per expert)")));
+    result.config.set("num_reps", Json(timing.num_reps));
+    result.config.set("flush_l2", Json(timing.flush_l2));
+    Stream stream(0);
+    Timer timer({{0, stream.get()}});
+
+    const Case copy = ceilings::device_copy_case(size_t{4} << 30, timing);
+    const double copy_gbps = figure_value(copy, "bandwidth");
+    result.cases.push_back(copy);
+    bool any_failed = false;
+    for (const ModelShape& shape : shapes) {
+        for (int32_t rows_per_expert : rows_points) {
+            Problem problem(shape, rows_per_expert, stream.get());
+            for (Form& form : forms(problem)) {
+                const Case dense = ceilings::gemm_case(form.dense, timing);
+                const double dense_tflops = figure_value(dense, "tflops");
+                Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, copy_gbps);
+                any_failed = any_failed || c.status == CaseStatus::kFailed;
+                result.cases.push_back(std::move(c));
+                std::fflush(stdout);
+            }
+            DeviceStatus status{};
+            MOK_BENCH_CHECK_CUDA(cudaMemcpy(&status, problem.status.get(), sizeof(status), cudaMemcpyDeviceToHost));
+            if (status.code != 0) {
+                throw std::runtime_error("a GEMM kernel reported device error " + std::to_string(status.code));
+            }
+        }
+    }
+    const auto path = write_result(result, options.out_dir);
+    std::printf("%s\nwrote %s\n", format_summary(result).c_str(), path.string().c_str());
+    return any_failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace mok::bench::gemm_bench
+
+int main(int argc, char** argv) {
+    try {
+        return mok::bench::gemm_bench::run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "mok-bench-gemm: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,15 @@
+# GoogleTest comes from the system: an installed package (find_package), or, where a machine carries
+# only its sources (/usr/src/googletest, as Debian and Ubuntu's googletest package does), a build of them.
+find_package(GTest QUIET)
+if(NOT GTest_FOUND)
+  set(mok_gtest_src "/usr/src/googletest" CACHE PATH "GoogleTest sources to build when no package is installed")
+  if(NOT EXISTS "${mok_gtest_src}/CMakeLists.txt")
+    message(FATAL_ERROR "GoogleTest not found: install libgtest-dev (or set mok_gtest_src)")
+  endif()
+  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+  set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
+  add_subdirectory("${mok_gtest_src}" "${CMAKE_BINARY_DIR}/_googletest" EXCLUDE_FROM_ALL SYSTEM)
+  add_library(GTest::gtest ALIAS gtest)
+  add_library(GTest::gtest_main ALIAS gtest_main)
+endif()
+include(GoogleTest)

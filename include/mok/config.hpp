@@ -1,0 +1,51 @@
+// The layer's shape, its expert-parallel topology, and the tuning knobs.
+//
+// LayerShape and Topology say *what* is computed and where each expert lives; Config says only *how*. The
+// determinism contract (docs/semantics.md) promises identical bits for every value of every Config field.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mok {
+
+struct LayerShape {
+    int64_t tokens_per_rank = 0;  // T: token rows of x on each rank (the same on every rank)
+    int64_t hidden = 0;           // H: model width; a multiple of 8 (16-byte rows)
+    int64_t expert_width = 0;     // I: routed expert intermediate width; a multiple of 8
+    int64_t num_experts = 0;      // E: routed experts in the whole EP group; a multiple of the EP size
+    int64_t top_k = 0;            // k: routing slots per token, 1 <= k <= E
+    // Zero or more shared experts, each with its own intermediate width (multiples of 8). Every token goes
+    // through every shared expert; their weights are replicated on each rank.
+    std::vector<int64_t> shared_expert_widths;
+};
+
+// Which EP ranks this process drives. One process per GPU drives one rank; the CPU reference and the
+// "virtual ranks" GPU mode drive all of them from one process.
+struct Topology {
+    int ep_size = 1;          // R: ranks in the expert-parallel group
+    int first_local_rank = 0;
+    int num_local_ranks = 1;  // ranks [first_local_rank, first_local_rank + num_local_ranks) run here
+
+    int num_local_experts(const LayerShape& shape) const { return static_cast<int>(shape.num_experts / ep_size); }
+};
+
+struct Config {
+    // SMs given to communication CTAs in the fused forward and backward kernels; 0 chooses automatically
+    // (16 forward, 16 backward on an H200: the SM copy kernels saturate NVLink at 12-16 SMs).
+    int num_comm_sms_forward = 0;
+    int num_comm_sms_backward = 0;
+    // Routed rows per signalling unit between dispatch and the GEMMs. A multiple of the expert row alignment
+    // (kExpertRowAlignment, 128 rows).
+    int64_t minibatch_rows = 4096;
+    // Rows in the ring of routed-token buffers reused cyclically; a multiple of minibatch_rows.
+    int64_t ring_rows = 131072;
+    // Capacity of the schedule table, as a multiple of the balanced load (tokens_per_rank * top_k rows per
+    // rank). 0 sizes it for the worst case (every token of every rank on one rank), which never overflows.
+    // Routing that needs more rows than the capacity fails with StatusCode::kScheduleOverflow.
+    double schedule_capacity_factor = 0.0;
+    // A wait on a peer rank that lasts longer than this fails with StatusCode::kPeerTimeout.
+    int64_t peer_timeout_ms = 5000;
+};
+
+}  // namespace mok

@@ -1,0 +1,91 @@
+// Epilogue staging: accumulator fragments -> bf16 in shared memory -> coalesced 16-byte stores to global rows.
+//
+// A consumer warpgroup holds a 64 x N fp32 tile in the m64nNk16 accumulator layout: thread t (warp w = t / 32,
+// lane l) owns rows 16w + l/4 and 16w + l/4 + 8, and in each group of eight columns the pair 2(l%4), 2(l%4)+1;
+// register 4i + x is column group i, row (x / 2) * 8, column x % 2.
+// Fragments go to a 64 x 128 bf16 staging tile (256-byte rows) with the 16-byte chunk index XOR-ed with the
+// row mod 8: the warp's 4-byte writes (eight rows, one chunk column) then hit 32 distinct banks, and the
+// 16-byte reads of one row by eight consecutive threads stay conflict-free. Rows are then stored whole,
+// 16 bytes per thread, to wherever the caller maps each row (a plain row, a scattered row, or nowhere).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "device/gemm/gemm_config.cuh"
+#include "device/ptx/warpgroup.cuh"
+
+namespace mok::epilogue {
+
+inline constexpr int kChunkBytes = 16;
+inline constexpr int kChunksPerRow = gemm::kStagingRowBytes / kChunkBytes;
+inline constexpr int kElementsPerChunk = kChunkBytes / gemm::kBf16Bytes;
+inline constexpr int kSwizzleRows = 8;
+
+// The thread's place in the accumulator layout.
+struct Fragment {
+    int row;  // first of its two rows within the warpgroup's 64
+    int col;  // first of its two columns within each group of eight
+
+    __device__ static Fragment of_thread(int thread_in_wg) {
+        const int warp = thread_in_wg / 32;
+        const int lane = thread_in_wg % 32;
+        return {warp * 16 + lane / 4, (lane % 4) * 2};
+    }
+};
+
+__device__ __forceinline__ uint32_t staging_offset(int row, int chunk) {
+    return static_cast<uint32_t>(row * gemm::kStagingRowBytes + ((chunk ^ (row % kSwizzleRows)) * kChunkBytes));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Writes kGroups column groups (8 columns each) of the fragment into staging columns [8 first_group, ...):
+// value(i, x) gives the fp32 value of column group i, register x (see the layout above).
+template <int kGroups, typename ValueFn>
+__device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment& f, int first_group, ValueFn&& value) {
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int row = f.row + half * 8;
+            const int chunk = first_group + i;
+            const uint32_t word = pack_bf16x2(value(i, 2 * half), value(i, 2 * half + 1));
+            *reinterpret_cast<uint32_t*>(staging + staging_offset(row, chunk) + f.col * gemm::kBf16Bytes) = word;
+        }
+    }
+}
+
+// Stores the staged rows: dest(row) gives the global address of staging column 0 of `row` (or nullptr to skip
+// the row); only chunks whose first column is below `num_cols` are stored (widths are multiples of 8, so a
+// chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored.
+template <typename DestFn>
+__device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread_in_wg, int chunk_begin,
+                                                  int chunk_end, int num_cols, DestFn&& dest) {
+    const int chunks_per_row = chunk_end - chunk_begin;
+    const int num_chunks = gemm::WGMMA_M * chunks_per_row;
+    for (int c = thread_in_wg; c < num_chunks; c += gemm::kThreadsPerWarpgroup) {
+        const int row = c / chunks_per_row;
+        const int chunk = chunk_begin + c % chunks_per_row;
+        if ((chunk - chunk_begin) * kElementsPerChunk >= num_cols) {
+            continue;
+        }
+        __nv_bfloat16* out = dest(row);
+        if (out != nullptr) {
+            const uint4 v = *reinterpret_cast<const uint4*>(staging + staging_offset(row, chunk));
+            *reinterpret_cast<uint4*>(out + (chunk - chunk_begin) * kElementsPerChunk) = v;
+        }
+    }
+}
+
+// Barrier among the 128 threads of consumer warpgroup `wg` around a staging pass.
+__device__ __forceinline__ void staging_barrier(int wg) {
+    ptx::named_barrier_sync(static_cast<uint32_t>(gemm::NamedBarrier::kConsumer0Epilogue) + wg,
+                            gemm::kThreadsPerWarpgroup);
+}
+
+}  // namespace mok::epilogue

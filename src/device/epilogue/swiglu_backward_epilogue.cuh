@@ -1,0 +1,121 @@
+// Down-projection dgrad epilogue: the accumulator holds dh' = W_d^T dy (unscaled) for 64 rows x 256 columns of
+// I. Per element, with g, u the bf16 pre-activations saved by the forward and w the row's router weight:
+//   h  = bf16(swiglu::forward(g, u))            exactly the forward's h
+//   dw += dh' * h                               the router-weight gradient's partial over this tile's columns
+//   dh = w * dh';  (dg, du) = swiglu::backward(g, u, dh), each rounded to bf16
+// (docs/semantics.md sections 3 and 5). dw is correct for any w, zero included, because it never divides by w.
+// The partial sums are deterministic: each thread sums its columns in order, then the four threads of a row
+// combine by a fixed butterfly; one partial per (row, N tile) goes to global memory and a separate pass adds
+// the tiles' partials in tile order (reduce_router_partials).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "common/bf16.hpp"
+#include "common/fp32_ops.hpp"
+#include "common/swiglu.hpp"
+#include "device/epilogue/staging.cuh"
+#include "device/gemm/gemm_config.cuh"
+#include "device/scheduler/gemm_tile_scheduler.cuh"
+
+namespace mok::epilogue {
+
+struct SwigluBackwardOutputs {
+    const __nv_bfloat16* gu;  // [rows, 2, I]  the forward's saved g and u
+    const float* row_weight;  // [rows]        router weight of each row (1 for shared experts)
+    __nv_bfloat16* dgu;       // [rows, 2, I]  dg at [row][0][:], du at [row][1][:]
+    float* router_partials;   // [rows, num_n_tiles]  per-tile partial of d w
+    int32_t num_n_tiles;
+    int32_t width;            // I
+};
+
+__device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
+                                                         const float (&acc)[gemm::kNumAccumulators], int wg,
+                                                         int thread_in_wg, uint8_t* staging) {
+    constexpr int kGroups = gemm::BLOCK_N / 8;            // column groups of the accumulator
+    // Column groups per staging pass (dg and du side by side): small passes keep few g, u loads in flight, so the
+    // epilogue fits beside the 128 accumulator registers without spilling.
+    constexpr int kGroupsPerPass = 4;
+    const Fragment f = Fragment::of_thread(thread_in_wg);
+    const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;
+    const int col_begin = tile.n_idx * gemm::BLOCK_N;
+    const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
+
+    bool row_valid[2];
+    float weight[2];
+    float partial[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int row = f.row + half * 8;
+        row_valid[half] = row < rows_here;
+        weight[half] = row_valid[half] ? out.row_weight[first_row + row] : 0.0f;
+    }
+
+#pragma unroll
+    for (int pass = 0; pass < kGroups / kGroupsPerPass; ++pass) {
+#pragma unroll
+        for (int i = 0; i < kGroupsPerPass; ++i) {
+            const int group = pass * kGroupsPerPass + i;
+            const int col = col_begin + group * 8 + f.col;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int row = f.row + half * 8;
+                float g[2] = {0.0f, 0.0f};
+                float u[2] = {0.0f, 0.0f};
+                if (row_valid[half] && col < out.width) {
+                    const __nv_bfloat16* src = out.gu + (first_row + row) * gu_stride + col;
+                    const __nv_bfloat162 g2 = *reinterpret_cast<const __nv_bfloat162*>(src);
+                    const __nv_bfloat162 u2 = *reinterpret_cast<const __nv_bfloat162*>(src + out.width);
+                    g[0] = __low2float(g2);
+                    g[1] = __high2float(g2);
+                    u[0] = __low2float(u2);
+                    u[1] = __high2float(u2);
+                }
+                float dg[2];
+                float du[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const float dh_prime = acc[group * 4 + half * 2 + c];
+                    const swiglu::Activation act = swiglu::activation(g[c]);
+                    const float h = round_to_bf16(swiglu::forward(u[c], act));
+                    partial[half] = fp32::fma(dh_prime, h, partial[half]);
+                    const swiglu::Grads grads =
+                        swiglu::backward(g[c], u[c], fp32::mul(weight[half], dh_prime), act);
+                    dg[c] = grads.dg;
+                    du[c] = grads.du;
+                }
+                *reinterpret_cast<uint32_t*>(staging + staging_offset(row, i) + f.col * gemm::kBf16Bytes) =
+                    pack_bf16x2(dg[0], dg[1]);
+                *reinterpret_cast<uint32_t*>(staging + staging_offset(row, kGroupsPerPass + i) +
+                                             f.col * gemm::kBf16Bytes) = pack_bf16x2(du[0], du[1]);
+            }
+        }
+        staging_barrier(wg);
+        const int col = col_begin + pass * kGroupsPerPass * 8;
+        for (int which = 0; which < 2; ++which) {
+            store_staged_rows(staging, thread_in_wg, which * kGroupsPerPass, (which + 1) * kGroupsPerPass,
+                              out.width - col, [&](int row) -> __nv_bfloat16* {
+                                  return row < rows_here
+                                             ? out.dgu + (first_row + row) * gu_stride + which * out.width + col
+                                             : nullptr;
+                              });
+        }
+        staging_barrier(wg);
+    }
+
+    // The four lanes that share a row hold disjoint columns: combine them in a fixed order.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        partial[half] = fp32::add(partial[half], __shfl_xor_sync(0xffffffffu, partial[half], 1));
+        partial[half] = fp32::add(partial[half], __shfl_xor_sync(0xffffffffu, partial[half], 2));
+        if (f.col == 0 && row_valid[half]) {
+            const int row = first_row + f.row + half * 8;
+            out.router_partials[static_cast<int64_t>(row) * out.num_n_tiles + tile.n_idx] = partial[half];
+        }
+    }
+}
+
+}  // namespace mok::epilogue

@@ -1,0 +1,76 @@
+// Gate/up epilogue: the accumulator holds 128 gate columns (registers 0-63) and the matching 128 up columns
+// (registers 64-127) of one N tile. Writes g and u rounded to bf16 (saved for the backward) and
+// h = bf16(swiglu::forward(g_bf16, u_bf16)), the down projection's input (docs/semantics.md section 5).
+// Staging rounds g and u to bf16 (pack_bf16x2 rounds to nearest even, as round_to_bf16 does).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "common/bf16.hpp"
+#include "common/swiglu.hpp"
+#include "device/epilogue/staging.cuh"
+#include "device/gemm/gemm_config.cuh"
+#include "device/scheduler/gemm_tile_scheduler.cuh"
+
+namespace mok::epilogue {
+
+struct SwigluOutputs {
+    __nv_bfloat16* gu;  // [rows, 2, I]: g at [row][0][:], u at [row][1][:]
+    __nv_bfloat16* h;   // [rows, I]
+    int32_t width;      // I
+};
+
+// Column groups of 8 per gate (or up) half of the accumulator, and per 64-column quarter.
+inline constexpr int kGroupsPerHalf = gemm::BLOCK_N / 2 / 8;
+inline constexpr int kGroupsPerQuarter = kGroupsPerHalf / 2;
+
+// Per 64-column quarter: stage bf16 g (staging columns 0-63) and u (64-127), then each thread takes 16-byte
+// chunks of both, stores them to gu, and computes the eight matching h values from the staged bf16 -- the
+// values the contract says h is computed from -- storing them to h. Once a quarter is staged its accumulator
+// registers are dead, which keeps the epilogue's register footprint close to the accumulator's.
+__device__ __forceinline__ void swiglu_epilogue(const SwigluOutputs& out, const gemm::Tile& tile,
+                                                const float (&acc)[gemm::kNumAccumulators], int wg,
+                                                int thread_in_wg, uint8_t* staging) {
+    const Fragment f = Fragment::of_thread(thread_in_wg);
+    const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;  // rows of this warpgroup that hold data
+    const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
+#pragma unroll
+    for (int quarter = 0; quarter < 2; ++quarter) {
+        const int q = quarter * kGroupsPerQuarter;
+        stage_fragment<kGroupsPerQuarter>(staging, f, 0, [&](int i, int x) { return acc[(q + i) * 4 + x]; });
+        stage_fragment<kGroupsPerQuarter>(staging, f, kGroupsPerQuarter,
+                                          [&](int i, int x) { return acc[(q + kGroupsPerHalf + i) * 4 + x]; });
+        staging_barrier(wg);
+        const int col = tile.n_idx * (gemm::BLOCK_N / 2) + q * 8;
+        constexpr int kItems = gemm::WGMMA_M * kGroupsPerQuarter;
+        for (int item = thread_in_wg; item < kItems; item += gemm::kThreadsPerWarpgroup) {
+            const int row = item / kGroupsPerQuarter;
+            const int chunk = item % kGroupsPerQuarter;
+            const int chunk_col = col + chunk * kElementsPerChunk;
+            if (row >= rows_here || chunk_col >= out.width) {
+                continue;
+            }
+            const uint4 g = *reinterpret_cast<const uint4*>(staging + staging_offset(row, chunk));
+            const uint4 u = *reinterpret_cast<const uint4*>(staging + staging_offset(row, kGroupsPerQuarter + chunk));
+            const int64_t r = first_row + row;
+            *reinterpret_cast<uint4*>(out.gu + r * gu_stride + chunk_col) = g;
+            *reinterpret_cast<uint4*>(out.gu + r * gu_stride + out.width + chunk_col) = u;
+            const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&g);
+            const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&u);
+            uint4 h;
+            uint32_t* h_words = reinterpret_cast<uint32_t*>(&h);
+#pragma unroll
+            for (int pair = 0; pair < kElementsPerChunk / 2; ++pair) {
+                h_words[pair] = pack_bf16x2(swiglu::forward(__low2float(g2[pair]), __low2float(u2[pair])),
+                                            swiglu::forward(__high2float(g2[pair]), __high2float(u2[pair])));
+            }
+            *reinterpret_cast<uint4*>(out.h + r * out.width + chunk_col) = h;
+        }
+        staging_barrier(wg);
+    }
+}
+
+}  // namespace mok::epilogue

@@ -1,0 +1,55 @@
+// Form 3a, backward: dh' = dY_e W_down,e per expert (the down projection's input gradient, unscaled), with the
+// SwiGLU-backward and router-gradient epilogue.
+//   A  dy rows     (rows, H) bf16, K-major     tensor map 2-D {H, rows}, box {64, 128}
+//   B  W_down      (E, H, I) bf16 read as (K = H, N = I), MN-major: tensor map 3-D {I, H, E}, box {64, 64, 1},
+//                  four boxes along N per stage
+#pragma once
+
+#include <cuda.h>
+
+#include "device/epilogue/swiglu_backward_epilogue.cuh"
+#include "device/gemm/grouped_gemm_kernel.cuh"
+#include "device/ptx/tma.cuh"
+
+namespace mok::gemm {
+
+struct DgradDownForm {
+    struct Params {
+        KernelCommon common;
+        RowGroups groups;
+        CUtensorMap dy;      // {H, rows}
+        CUtensorMap w_down;  // {I, H, E}, box {64, 64, 1}
+        epilogue::SwigluBackwardOutputs out;  // width = I = N
+        int32_t hidden;      // H = K
+    };
+    using Scheduler = GroupedRowScheduler;
+    static constexpr Major kMajorA = Major::kK;
+    static constexpr Major kMajorB = Major::kMN;
+    static constexpr bool kMaskKTail = false;
+
+    __device__ static Scheduler make_scheduler(const Params& p) {
+        return Scheduler(p.groups, p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K);
+    }
+
+    __device__ static void prefetch(const Params& p) {
+        ptx::prefetch_tensor_map(&p.dy);
+        ptx::prefetch_tensor_map(&p.w_down);
+    }
+
+    __device__ static void load(const Params& p, const Tile& t, int k_block, uint8_t* a, uint8_t* b, uint64_t* bar) {
+        const int k = k_block * BLOCK_K;
+        ptx::tma_load_2d(a, &p.dy, k, t.row_begin, bar);
+#pragma unroll
+        for (int box = 0; box < BLOCK_N / kMnBoxElements; ++box) {
+            ptx::tma_load_3d(b + box * kMnBoxBytes, &p.w_down, t.n_idx * BLOCK_N + box * kMnBoxElements, k, t.expert,
+                             bar);
+        }
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+                                    int thread_in_wg, uint8_t* staging) {
+        epilogue::swiglu_backward_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+    }
+};
+
+}  // namespace mok::gemm

@@ -1,0 +1,49 @@
+// Form 2, forward: O = H_e W_down,e^T per expert, stored row by row (optionally scattered through a row map).
+//   A  h rows      (rows, I) bf16, K-major     tensor map 2-D {I, rows}, box {64, 128}
+//   B  W_down      (E, H, I) bf16, K-major     tensor map 3-D {I, H, E}, box {64, 256, 1}
+#pragma once
+
+#include <cuda.h>
+
+#include "device/epilogue/row_store_epilogue.cuh"
+#include "device/gemm/grouped_gemm_kernel.cuh"
+#include "device/ptx/tma.cuh"
+
+namespace mok::gemm {
+
+struct DownForm {
+    struct Params {
+        KernelCommon common;
+        RowGroups groups;
+        CUtensorMap h;       // {I, rows}
+        CUtensorMap w_down;  // {I, H, E}
+        epilogue::RowStoreOutput out;  // num_cols = H
+        int32_t width;       // I = K
+    };
+    using Scheduler = GroupedRowScheduler;
+    static constexpr Major kMajorA = Major::kK;
+    static constexpr Major kMajorB = Major::kK;
+    static constexpr bool kMaskKTail = false;
+
+    __device__ static Scheduler make_scheduler(const Params& p) {
+        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K);
+    }
+
+    __device__ static void prefetch(const Params& p) {
+        ptx::prefetch_tensor_map(&p.h);
+        ptx::prefetch_tensor_map(&p.w_down);
+    }
+
+    __device__ static void load(const Params& p, const Tile& t, int k_block, uint8_t* a, uint8_t* b, uint64_t* bar) {
+        const int k = k_block * BLOCK_K;
+        ptx::tma_load_2d(a, &p.h, k, t.row_begin, bar);
+        ptx::tma_load_3d(b, &p.w_down, k, t.n_idx * BLOCK_N, t.expert, bar);
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+                                    int thread_in_wg, uint8_t* staging) {
+        epilogue::row_store_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+    }
+};
+
+}  // namespace mok::gemm

@@ -1,0 +1,57 @@
+// Form 1, forward: [g | u] = X_e [W_gate,e ; W_up,e]^T per expert, with the SwiGLU epilogue.
+//   A  x rows      (rows, H) bf16, K-major     tensor map 2-D {H, rows}, box {64, 128}
+//   B  W_gate/up   (E, I, H) bf16, K-major     tensor maps 3-D {H, I, E}, box {64, 128, 1}
+// An N tile is 128 columns of I: its B stage holds those 128 rows of W_gate then the same 128 rows of W_up,
+// so each thread's accumulator has a gate value and its up partner (docs/semantics.md: one pass over X).
+#pragma once
+
+#include <cuda.h>
+
+#include "device/epilogue/swiglu_epilogue.cuh"
+#include "device/gemm/grouped_gemm_kernel.cuh"
+#include "device/ptx/tma.cuh"
+
+namespace mok::gemm {
+
+struct GateUpForm {
+    struct Params {
+        KernelCommon common;
+        RowGroups groups;
+        CUtensorMap x;       // {H, rows}
+        CUtensorMap w_gate;  // {H, I, E}
+        CUtensorMap w_up;    // {H, I, E}
+        epilogue::SwigluOutputs out;
+        int32_t hidden;      // H = K
+    };
+    using Scheduler = GroupedRowScheduler;
+    static constexpr Major kMajorA = Major::kK;
+    static constexpr Major kMajorB = Major::kK;
+    static constexpr bool kMaskKTail = false;
+    static constexpr int kGateRows = BLOCK_N / 2;
+
+    __device__ static Scheduler make_scheduler(const Params& p) {
+        // Each tile covers BLOCK_N / 2 columns of I; the scheduler counts tiles in BLOCK_N units.
+        return Scheduler(p.groups, 2 * p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K);
+    }
+
+    __device__ static void prefetch(const Params& p) {
+        ptx::prefetch_tensor_map(&p.x);
+        ptx::prefetch_tensor_map(&p.w_gate);
+        ptx::prefetch_tensor_map(&p.w_up);
+    }
+
+    __device__ static void load(const Params& p, const Tile& t, int k_block, uint8_t* a, uint8_t* b, uint64_t* bar) {
+        const int k = k_block * BLOCK_K;
+        const int n = t.n_idx * kGateRows;
+        ptx::tma_load_2d(a, &p.x, k, t.row_begin, bar);
+        ptx::tma_load_3d(b, &p.w_gate, k, n, t.expert, bar);
+        ptx::tma_load_3d(b + kGateRows * ptx::kSwizzleBytes, &p.w_up, k, n, t.expert, bar);
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+                                    int thread_in_wg, uint8_t* staging) {
+        epilogue::swiglu_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+    }
+};
+
+}  // namespace mok::gemm

@@ -1,0 +1,116 @@
+// Forms 4a and 4b, backward: weight gradients dW_e = A_e^T B_e, K running over expert e's rows in canonical
+// order, one CTA per output tile (no split-K). Both operands are row tiles read transposed (MN-major):
+//   gate/up:  dW_gate|up,e (I, H) = dG|dU_e^T X_e
+//             A  dgu (rows, 2, I): tensor map 3-D {I, 2, rows}, box {64, 1, 64}, two boxes along M per stage
+//             B  x   (rows, H):    tensor map 2-D {H, rows}, box {64, 64}, four boxes along N per stage
+//             output-row tiles: the ceil(I / 128) tiles of dW_gate, then those of dW_up
+//   down:     dW_down,e (H, I) = dYs_e^T H_e with dYs = bf16(w * dy) row by row
+//             A  dys (rows, H):    tensor map 2-D {H, rows}, box {64, 64}, two boxes along M
+//             B  h   (rows, I):    tensor map 2-D {I, rows}, box {64, 64}, four boxes along N
+// The last K block of an expert reaches past its rows; mask_k_tail zeroes those rows in shared memory, so the
+// padding and the next expert's rows never enter the sum.
+#pragma once
+
+#include <cuda.h>
+
+#include "device/epilogue/weight_grad_epilogue.cuh"
+#include "device/gemm/grouped_gemm_kernel.cuh"
+#include "device/ptx/tma.cuh"
+
+namespace mok::gemm {
+
+inline constexpr int kMnBoxesA = BLOCK_M / kMnBoxElements;
+inline constexpr int kMnBoxesB = BLOCK_N / kMnBoxElements;
+
+template <epilogue::WeightGradMode kMode>
+struct WeightGradGateUpForm {
+    struct Params {
+        KernelCommon common;
+        RowGroups groups;
+        CUtensorMap dgu;  // {I, 2, rows}, box {64, 1, 64}
+        CUtensorMap x;    // {H, rows}, box {64, 64}
+        epilogue::WeightGradOutput d_gate;  // (E, I, H)
+        epilogue::WeightGradOutput d_up;    // (E, I, H)
+        int32_t num_experts;
+    };
+    using Scheduler = ExpertWeightScheduler;
+    static constexpr Major kMajorA = Major::kMN;
+    static constexpr Major kMajorB = Major::kMN;
+    static constexpr bool kMaskKTail = true;
+
+    __device__ static int tiles_per_half(const Params& p) { return (p.d_gate.num_rows + BLOCK_M - 1) / BLOCK_M; }
+
+    __device__ static Scheduler make_scheduler(const Params& p) {
+        return Scheduler(p.groups, p.num_experts, 2 * tiles_per_half(p), p.d_gate.num_cols);
+    }
+
+    __device__ static void prefetch(const Params& p) {
+        ptx::prefetch_tensor_map(&p.dgu);
+        ptx::prefetch_tensor_map(&p.x);
+    }
+
+    __device__ static void load(const Params& p, const Tile& t, int k_block, uint8_t* a, uint8_t* b, uint64_t* bar) {
+        const int row = t.row_begin + k_block * BLOCK_K;
+        const int half = t.m_idx < tiles_per_half(p) ? 0 : 1;
+        const int m = (t.m_idx - half * tiles_per_half(p)) * BLOCK_M;
+#pragma unroll
+        for (int box = 0; box < kMnBoxesA; ++box) {
+            ptx::tma_load_3d(a + box * kMnBoxBytes, &p.dgu, m + box * kMnBoxElements, half, row, bar);
+        }
+#pragma unroll
+        for (int box = 0; box < kMnBoxesB; ++box) {
+            ptx::tma_load_2d(b + box * kMnBoxBytes, &p.x, t.n_idx * BLOCK_N + box * kMnBoxElements, row, bar);
+        }
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+                                    int thread_in_wg, uint8_t*) {
+        const int half = t.m_idx < tiles_per_half(p) ? 0 : 1;
+        const int m = (t.m_idx - half * tiles_per_half(p)) * BLOCK_M;
+        epilogue::weight_grad_epilogue<kMode>(half == 0 ? p.d_gate : p.d_up, t, m, acc, wg, thread_in_wg);
+    }
+};
+
+template <epilogue::WeightGradMode kMode>
+struct WeightGradDownForm {
+    struct Params {
+        KernelCommon common;
+        RowGroups groups;
+        CUtensorMap dys;  // {H, rows}, box {64, 64}
+        CUtensorMap h;    // {I, rows}, box {64, 64}
+        epilogue::WeightGradOutput d_down;  // (E, H, I)
+        int32_t num_experts;
+    };
+    using Scheduler = ExpertWeightScheduler;
+    static constexpr Major kMajorA = Major::kMN;
+    static constexpr Major kMajorB = Major::kMN;
+    static constexpr bool kMaskKTail = true;
+
+    __device__ static Scheduler make_scheduler(const Params& p) {
+        return Scheduler(p.groups, p.num_experts, (p.d_down.num_rows + BLOCK_M - 1) / BLOCK_M, p.d_down.num_cols);
+    }
+
+    __device__ static void prefetch(const Params& p) {
+        ptx::prefetch_tensor_map(&p.dys);
+        ptx::prefetch_tensor_map(&p.h);
+    }
+
+    __device__ static void load(const Params& p, const Tile& t, int k_block, uint8_t* a, uint8_t* b, uint64_t* bar) {
+        const int row = t.row_begin + k_block * BLOCK_K;
+#pragma unroll
+        for (int box = 0; box < kMnBoxesA; ++box) {
+            ptx::tma_load_2d(a + box * kMnBoxBytes, &p.dys, t.m_idx * BLOCK_M + box * kMnBoxElements, row, bar);
+        }
+#pragma unroll
+        for (int box = 0; box < kMnBoxesB; ++box) {
+            ptx::tma_load_2d(b + box * kMnBoxBytes, &p.h, t.n_idx * BLOCK_N + box * kMnBoxElements, row, bar);
+        }
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+                                    int thread_in_wg, uint8_t*) {
+        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, wg, thread_in_wg);
+    }
+};
+
+}  // namespace mok::gemm

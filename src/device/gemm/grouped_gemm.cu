@@ -1,0 +1,207 @@
+// Host launchers of the grouped GEMM forms: tensor maps, grid, shared memory. The kernels are instantiated
+// here and only here -- the closed list of forms below.
+#include "device/gemm/grouped_gemm.hpp"
+
+#include <string>
+
+#include "device/gemm/forms/dgrad_down_form.cuh"
+#include "device/gemm/forms/dgrad_gate_up_form.cuh"
+#include "device/gemm/forms/down_form.cuh"
+#include "device/gemm/forms/gate_up_form.cuh"
+#include "device/gemm/forms/weight_grad_forms.cuh"
+#include "host/cuda/tensor_map.hpp"
+
+namespace mok::gemm {
+namespace {
+
+constexpr uint64_t kBf16 = 2;
+
+Status cuda_status(cudaError_t error, const char* what) {
+    if (error == cudaSuccess) {
+        return Status::ok();
+    }
+    return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
+}
+
+// (rows, cols) row-major with `ld` elements between rows, loaded in boxes of (box_rows, box_cols).
+Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_cols, uint32_t box_rows,
+                CUtensorMap* out) {
+    cuda::TensorMapSpec spec;
+    spec.base = base;
+    spec.rank = 2;
+    spec.dims[0] = static_cast<uint64_t>(cols);
+    spec.dims[1] = static_cast<uint64_t>(rows);
+    spec.strides_bytes[0] = static_cast<uint64_t>(ld) * kBf16;
+    spec.box[0] = box_cols;
+    spec.box[1] = box_rows;
+    return cuda::encode_bf16_tensor_map(spec, out);
+}
+
+// (experts, rows, cols) contiguous, loaded in boxes of one expert's (box_rows, box_cols).
+Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols,
+                   uint32_t box_rows, CUtensorMap* out) {
+    cuda::TensorMapSpec spec;
+    spec.base = base;
+    spec.rank = 3;
+    spec.dims[0] = static_cast<uint64_t>(cols);
+    spec.dims[1] = static_cast<uint64_t>(rows);
+    spec.dims[2] = static_cast<uint64_t>(experts);
+    spec.strides_bytes[0] = static_cast<uint64_t>(cols) * kBf16;
+    spec.strides_bytes[1] = static_cast<uint64_t>(rows * cols) * kBf16;
+    spec.box[0] = box_cols;
+    spec.box[1] = box_rows;
+    spec.box[2] = 1;
+    return cuda::encode_bf16_tensor_map(spec, out);
+}
+
+// (rows, 2, width): the g|u (or dg|du) pairs, loaded as boxes of (box_rows, one half, box_cols): a box never
+// crosses from the first half into the second, so a K block past `width` reads zeros, not the other half.
+Status map_pairs(const void* base, int64_t rows, int64_t width, uint32_t box_cols, uint32_t box_rows,
+                 CUtensorMap* out) {
+    cuda::TensorMapSpec spec;
+    spec.base = base;
+    spec.rank = 3;
+    spec.dims[0] = static_cast<uint64_t>(width);
+    spec.dims[1] = 2;
+    spec.dims[2] = static_cast<uint64_t>(rows);
+    spec.strides_bytes[0] = static_cast<uint64_t>(width) * kBf16;
+    spec.strides_bytes[1] = static_cast<uint64_t>(2 * width) * kBf16;
+    spec.box[0] = box_cols;
+    spec.box[1] = 1;
+    spec.box[2] = box_rows;
+    return cuda::encode_bf16_tensor_map(spec, out);
+}
+
+Status check_shape(const GroupedRowSpace& rows, int32_t hidden, int32_t width, const LaunchConfig& launch) {
+    constexpr int32_t kWidthMultiple = 8;  // 16-byte rows: TMA strides and 16-byte epilogue stores
+    if (hidden <= 0 || hidden % kWidthMultiple != 0) {
+        return Status::invalid_argument("hidden", "a positive multiple of 8, got " + std::to_string(hidden));
+    }
+    if (width <= 0 || width % kWidthMultiple != 0) {
+        return Status::invalid_argument("width", "a positive multiple of 8, got " + std::to_string(width));
+    }
+    if (rows.capacity_rows <= 0 || rows.capacity_rows % BLOCK_M != 0) {
+        return Status::invalid_argument("capacity_rows", "a positive multiple of 128");
+    }
+    if (rows.num_experts <= 0) {
+        return Status::invalid_argument("num_experts", "at least one local expert");
+    }
+    if (launch.status == nullptr) {
+        return Status::invalid_argument("launch.status", "a device error record");
+    }
+    return Status::ok();
+}
+
+KernelCommon common_of(const LaunchConfig& launch) { return {launch.status, launch.rank, launch.timeout_ns}; }
+
+template <class Form>
+Status launch_form(const typename Form::Params& params, const LaunchConfig& launch) {
+    int device = 0;
+    MOK_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+    int num_sms = 0;
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+    const int grid = launch.num_sms > 0 && launch.num_sms < num_sms ? launch.num_sms : num_sms;
+    const auto kernel = grouped_gemm_kernel<Form>;
+    MOK_RETURN_IF_ERROR(cuda_status(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kGemmSharedBytes)),
+        "raising the GEMM's shared-memory limit"));
+    kernel<<<grid, kNumThreads, kGemmSharedBytes, launch.stream>>>(params);
+    return cuda_status(cudaGetLastError(), "launching a grouped GEMM");
+}
+
+}  // namespace
+
+int32_t router_partial_tiles(int32_t width) { return (width + BLOCK_N - 1) / BLOCK_N; }
+
+Status gate_up_swiglu(const GateUpArgs& a, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    GateUpForm::Params p{};
+    p.common = common_of(launch);
+    p.groups = a.rows.groups;
+    MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, BLOCK_K, BLOCK_M, &p.x));
+    MOK_RETURN_IF_ERROR(map_experts(a.w_gate, a.rows.num_experts, a.width, a.hidden, BLOCK_K, BLOCK_N / 2, &p.w_gate));
+    MOK_RETURN_IF_ERROR(map_experts(a.w_up, a.rows.num_experts, a.width, a.hidden, BLOCK_K, BLOCK_N / 2, &p.w_up));
+    p.out = {a.gu, a.h, a.width};
+    p.hidden = a.hidden;
+    return launch_form<GateUpForm>(p, launch);
+}
+
+Status down_projection(const DownArgs& a, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    DownForm::Params p{};
+    p.common = common_of(launch);
+    p.groups = a.rows.groups;
+    MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, BLOCK_K, BLOCK_M, &p.h));
+    MOK_RETURN_IF_ERROR(map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, BLOCK_K, BLOCK_N, &p.w_down));
+    p.out = {a.out, a.out_ld, a.row_map, a.hidden};
+    p.width = a.width;
+    return launch_form<DownForm>(p, launch);
+}
+
+Status dgrad_down(const DgradDownArgs& a, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    DgradDownForm::Params p{};
+    p.common = common_of(launch);
+    p.groups = a.rows.groups;
+    MOK_RETURN_IF_ERROR(map_rows(a.dy, a.rows.capacity_rows, a.hidden, a.hidden, BLOCK_K, BLOCK_M, &p.dy));
+    MOK_RETURN_IF_ERROR(
+        map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, kMnBoxElements, BLOCK_K, &p.w_down));
+    p.out = {a.gu, a.row_weight, a.dgu, a.router_partials, router_partial_tiles(a.width), a.width};
+    p.hidden = a.hidden;
+    return launch_form<DgradDownForm>(p, launch);
+}
+
+Status dgrad_gate_up(const DgradGateUpArgs& a, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    DgradGateUpForm::Params p{};
+    p.common = common_of(launch);
+    p.groups = a.rows.groups;
+    MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, BLOCK_K, BLOCK_M, &p.dgu));
+    MOK_RETURN_IF_ERROR(
+        map_experts(a.w_gate, a.rows.num_experts, a.width, a.hidden, kMnBoxElements, BLOCK_K, &p.w_gate));
+    MOK_RETURN_IF_ERROR(map_experts(a.w_up, a.rows.num_experts, a.width, a.hidden, kMnBoxElements, BLOCK_K, &p.w_up));
+    p.out = {a.out, a.out_ld, a.row_map, a.hidden};
+    p.width = a.width;
+    return launch_form<DgradGateUpForm>(p, launch);
+}
+
+template <epilogue::WeightGradMode kMode>
+Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchConfig& launch) {
+    typename WeightGradGateUpForm<kMode>::Params p{};
+    p.common = common_of(launch);
+    p.groups = a.rows.groups;
+    MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, kMnBoxElements, BLOCK_K, &p.dgu));
+    MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.x));
+    p.d_gate = {a.d_gate, a.width, a.hidden};
+    p.d_up = {a.d_up, a.width, a.hidden};
+    p.num_experts = a.rows.num_experts;
+    return launch_form<WeightGradGateUpForm<kMode>>(p, launch);
+}
+
+Status weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    return a.mode == WeightGradMode::kFresh
+               ? launch_weight_grad_gate_up<epilogue::WeightGradMode::kFresh>(a, launch)
+               : launch_weight_grad_gate_up<epilogue::WeightGradMode::kAccumulate>(a, launch);
+}
+
+template <epilogue::WeightGradMode kMode>
+Status launch_weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& launch) {
+    typename WeightGradDownForm<kMode>::Params p{};
+    p.common = common_of(launch);
+    p.groups = a.rows.groups;
+    MOK_RETURN_IF_ERROR(map_rows(a.dys, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.dys));
+    MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, kMnBoxElements, BLOCK_K, &p.h));
+    p.d_down = {a.d_down, a.hidden, a.width};
+    p.num_experts = a.rows.num_experts;
+    return launch_form<WeightGradDownForm<kMode>>(p, launch);
+}
+
+Status weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    return a.mode == WeightGradMode::kFresh ? launch_weight_grad_down<epilogue::WeightGradMode::kFresh>(a, launch)
+                                            : launch_weight_grad_down<epilogue::WeightGradMode::kAccumulate>(a, launch);
+}
+
+}  // namespace mok::gemm

@@ -1,0 +1,129 @@
+// The grouped GEMM engine: host entry points of the expert FFN GEMMs (contract of src/device/gemm).
+//
+// Every form runs over an expert-major row space laid out by the routing plan (RowGroups, in device memory,
+// read by the kernel -- no host sync): each local expert's rows form a segment padded to 128 rows; padding
+// rows are never read as data and never written. Tensors are row-major bf16 with the shapes given per field;
+// `rows` is the capacity of the row space (the plan's capacity_rows). Widths (H, I) are multiples of 8.
+//
+// Determinism: each output element is computed by one CTA with a K loop in a fixed order, so results are
+// bitwise identical from run to run and for any LaunchConfig::num_sms.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/device_status.hpp"
+#include "device/gemm/row_groups.hpp"
+#include "mok/status.hpp"
+
+namespace mok::gemm {
+
+struct LaunchConfig {
+    cudaStream_t stream = nullptr;
+    int num_sms = 0;                // CTAs of the persistent grid; 0 = every SM of the device
+    DeviceStatus* status = nullptr; // error record (device memory), required
+    int32_t rank = 0;               // EP rank, for error reports
+    uint64_t timeout_ns = 5'000'000'000ull;
+};
+
+struct GroupedRowSpace {
+    RowGroups groups;        // device tables from the routing plan
+    int32_t capacity_rows;   // rows of every row-space tensor below, a multiple of 128
+    int32_t num_experts;     // local experts
+};
+
+// Forward gate/up with SwiGLU: gu[r] = (bf16(x[r] W_gate^T), bf16(x[r] W_up^T)), h[r] = bf16(swiglu(g, u)).
+struct GateUpArgs {
+    GroupedRowSpace rows;
+    const __nv_bfloat16* x;       // [rows, H]
+    const __nv_bfloat16* w_gate;  // [E, I, H]
+    const __nv_bfloat16* w_up;    // [E, I, H]
+    __nv_bfloat16* gu;            // [rows, 2, I]
+    __nv_bfloat16* h;             // [rows, I]
+    int32_t hidden;
+    int32_t width;
+};
+Status gate_up_swiglu(const GateUpArgs& args, const LaunchConfig& launch);
+
+// Forward down projection: out[row_map[r]] = bf16(h[r] W_down^T) (row_map nullptr: out[r]).
+struct DownArgs {
+    GroupedRowSpace rows;
+    const __nv_bfloat16* h;       // [rows, I]
+    const __nv_bfloat16* w_down;  // [E, H, I]
+    __nv_bfloat16* out;           // rows of out_ld elements
+    int64_t out_ld;
+    const int32_t* row_map;       // [rows] or nullptr; a negative entry skips the row
+    int32_t hidden;
+    int32_t width;
+};
+Status down_projection(const DownArgs& args, const LaunchConfig& launch);
+
+// Backward through down and SwiGLU: dh' = dy[r] W_down; dgu[r] = bf16(swiglu_backward(g, u, w[r] dh'));
+// router_partials[r][n] = <dh', h> over N tile n's columns (reduce_router_partials adds them in order).
+struct DgradDownArgs {
+    GroupedRowSpace rows;
+    const __nv_bfloat16* dy;      // [rows, H]
+    const __nv_bfloat16* w_down;  // [E, H, I]
+    const __nv_bfloat16* gu;      // [rows, 2, I] from gate_up_swiglu
+    const float* row_weight;      // [rows]
+    __nv_bfloat16* dgu;           // [rows, 2, I]
+    float* router_partials;       // [rows, router_partial_tiles(I)]
+    int32_t hidden;
+    int32_t width;
+};
+Status dgrad_down(const DgradDownArgs& args, const LaunchConfig& launch);
+int32_t router_partial_tiles(int32_t width);
+
+// Backward to the input: out[row_map[r]] = bf16(dg[r] W_gate + du[r] W_up), one fp32 accumulation.
+struct DgradGateUpArgs {
+    GroupedRowSpace rows;
+    const __nv_bfloat16* dgu;     // [rows, 2, I]
+    const __nv_bfloat16* w_gate;  // [E, I, H]
+    const __nv_bfloat16* w_up;    // [E, I, H]
+    __nv_bfloat16* out;           // rows of out_ld elements
+    int64_t out_ld;
+    const int32_t* row_map;       // [rows] or nullptr
+    int32_t hidden;
+    int32_t width;
+};
+Status dgrad_gate_up(const DgradGateUpArgs& args, const LaunchConfig& launch);
+
+enum class WeightGradMode { kFresh, kAccumulate };
+
+// dW_gate,e = sum over e's rows of dg^T x; dW_up,e likewise with du. Fresh: bf16 [E, I, H] overwritten;
+// accumulate: fp32 [E, I, H] += the sum.
+struct WeightGradGateUpArgs {
+    GroupedRowSpace rows;
+    const __nv_bfloat16* dgu;  // [rows, 2, I]
+    const __nv_bfloat16* x;    // [rows, H]
+    void* d_gate;              // [E, I, H]
+    void* d_up;                // [E, I, H]
+    WeightGradMode mode;
+    int32_t hidden;
+    int32_t width;
+};
+Status weight_grad_gate_up(const WeightGradGateUpArgs& args, const LaunchConfig& launch);
+
+// dW_down,e = sum over e's rows of dys^T h, dys = scale_rows(dy).
+struct WeightGradDownArgs {
+    GroupedRowSpace rows;
+    const __nv_bfloat16* dys;  // [rows, H]
+    const __nv_bfloat16* h;    // [rows, I]
+    void* d_down;              // [E, H, I]
+    WeightGradMode mode;
+    int32_t hidden;
+    int32_t width;
+};
+Status weight_grad_down(const WeightGradDownArgs& args, const LaunchConfig& launch);
+
+// dys[r] = bf16(row_weight[r] * dy[r]) for every data row (the down weight gradient's operand).
+Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight,
+                  __nv_bfloat16* dys, int32_t hidden, cudaStream_t stream);
+
+// d_router_weight[r] = the router partials of row r added in N-tile order, for every data row.
+Status reduce_router_partials(const GroupedRowSpace& rows, const float* router_partials, int32_t num_tiles,
+                              float* d_router_weight, cudaStream_t stream);
+
+}  // namespace mok::gemm

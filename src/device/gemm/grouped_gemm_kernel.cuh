@@ -1,0 +1,187 @@
+// The persistent, warp-specialised grouped GEMM kernel, shared by every form (gate/up + SwiGLU, down,
+// dgrad, weight gradients). A form supplies what differs -- its Params, scheduler, operand loads, operand
+// majorness and epilogue -- and this file supplies the roles, the stage ring and the wgmma mainloop.
+//
+// Form interface (see forms/*.cuh):
+//   struct Params { KernelCommon common; ... };                    grid-invariant, passed by value
+//   using Scheduler = ...;  static Scheduler make_scheduler(const Params&);
+//   static constexpr Major kMajorA, kMajorB;                      operand layouts in shared memory
+//   static constexpr bool kMaskKTail;                             zero K rows past the expert's end (dW forms)
+//   static void prefetch(const Params&);                          tensor-map prefetch, one thread
+//   static void load(const Params&, const Tile&, int k_block, uint8_t* a, uint8_t* b, uint64_t* full_barrier);
+//   static void epilogue(const Params&, const Tile&, float (&acc)[kNumAccumulators], int wg, int thread_in_wg,
+//                        uint8_t* staging);
+#pragma once
+
+#include <cstdint>
+
+#include "common/device_status.hpp"
+#include "device/common/bounded_wait.cuh"
+#include "device/gemm/gemm_config.cuh"
+#include "device/gemm/operands.cuh"
+#include "device/pipeline/tma_pipeline.cuh"
+#include "device/ptx/warpgroup.cuh"
+#include "device/ptx/wgmma.cuh"
+#include "device/scheduler/gemm_tile_scheduler.cuh"
+
+namespace mok::gemm {
+
+// Parameters every form carries: where to report a failed wait.
+struct KernelCommon {
+    DeviceStatus* status;  // the launch's error record
+    int32_t rank;          // EP rank, for the report
+    uint64_t timeout_ns;   // budget of each bounded wait
+};
+
+using Pipeline = pipeline::TmaPipeline<kStages, kNumConsumerWarps>;
+
+// Shared memory of one CTA. Operand tiles are 1024-byte aligned: the 128-byte swizzle pattern is a function
+// of address bits 4-9, which TMA and wgmma must see identically.
+struct alignas(1024) GemmSharedStorage {
+    uint8_t a[kStages][kStageBytesA];  // (BLOCK_M, BLOCK_K) bf16 per stage
+    uint8_t b[kStages][kStageBytesB];  // (BLOCK_N, BLOCK_K) bf16 per stage
+    alignas(128) uint8_t staging[kNumConsumerWarpgroups][kStagingBytesPerWarpgroup];  // (64, 128) bf16 each
+    Pipeline::Storage pipeline;
+};
+
+// Dynamic shared memory to request: the storage plus slack to align its start to 1024 bytes.
+inline constexpr size_t kGemmSharedBytes = sizeof(GemmSharedStorage) + alignof(GemmSharedStorage);
+static_assert(kGemmSharedBytes <= 227 * 1024, "the GEMM's shared memory must fit one Hopper CTA");
+
+__device__ __forceinline__ GemmSharedStorage& shared_storage(uint8_t* raw) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = (address + alignof(GemmSharedStorage) - 1) & ~(uintptr_t{alignof(GemmSharedStorage)} - 1);
+    return *reinterpret_cast<GemmSharedStorage*>(aligned);
+}
+
+template <class Form>
+__device__ void run_producer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
+                             const device::WaitContext& wait_ctx) {
+    auto scheduler = Form::make_scheduler(params);
+    Pipeline::State state;
+    for (Tile tile; scheduler.next(tile);) {
+        for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
+            if (!pipe.producer_acquire(wait_ctx, state)) {
+                return;
+            }
+            uint64_t* full = pipe.producer_expect(state, kStageBytesA + kStageBytesB);
+            Form::load(params, tile, k_block, smem.a[state.index], smem.b[state.index], full);
+            state.advance();
+        }
+    }
+}
+
+// Zeroes K rows [first_row, BLOCK_K) of the stage: the rows past the end of the expert's segment that a
+// weight-gradient K block reads (they belong to the next expert, or to nothing). Both operands are MN-major,
+// so each K row is one 128-byte line in every box; warpgroup wg clears its own A box and half of the B boxes,
+// then both warpgroups meet so that no wgmma reads a stage before it is clean.
+__device__ __forceinline__ void mask_k_tail(uint8_t* stage_a, uint8_t* stage_b, int first_row, int wg,
+                                            int thread_in_wg) {
+    constexpr int kChunksPerLine = ptx::kSwizzleBytes / 16;
+    constexpr int kBBoxesPerWarpgroup = BLOCK_N / kMnBoxElements / kNumConsumerWarpgroups;
+    const int num_chunks = (BLOCK_K - first_row) * kChunksPerLine;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int c = thread_in_wg; c < num_chunks; c += kThreadsPerWarpgroup) {
+        const int offset = first_row * ptx::kSwizzleBytes + c * 16;
+        *reinterpret_cast<uint4*>(stage_a + wg * kMnBoxBytes + offset) = zero;
+#pragma unroll
+        for (int box = 0; box < kBBoxesPerWarpgroup; ++box) {
+            *reinterpret_cast<uint4*>(stage_b + (wg * kBBoxesPerWarpgroup + box) * kMnBoxBytes + offset) = zero;
+        }
+    }
+    // The zeros are generic-proxy writes that wgmma (async proxy) will read.
+    ptx::fence_proxy_async_shared_cta();
+    ptx::named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kConsumersMask),
+                            kNumConsumerWarpgroups * kThreadsPerWarpgroup);
+}
+
+// One K block: four m64nBLOCK_Nk16 wgmma over the stage's BLOCK_K = 64.
+template <class Form>
+__device__ __forceinline__ void mma_stage(const uint8_t* stage_a, const uint8_t* stage_b, int wg,
+                                          float (&acc)[kNumAccumulators], bool accumulate) {
+#pragma unroll
+    for (int k_step = 0; k_step < BLOCK_K / WGMMA_K; ++k_step) {
+        const uint64_t desc_a = a_descriptor<Form::kMajorA>(stage_a, wg, k_step);
+        const uint64_t desc_b = b_descriptor<Form::kMajorB>(stage_b, k_step);
+        ptx::WgmmaBf16<BLOCK_N>::template mma<static_cast<int>(Form::kMajorA), static_cast<int>(Form::kMajorB)>(
+            desc_a, desc_b, acc, accumulate || k_step > 0);
+    }
+}
+
+// The K loop of one tile into `acc`. wgmma of block k runs while block k+1's barrier is awaited; a stage is
+// handed back only once the wgmma that read it has completed (wait_group<1> after the next block's commit).
+// The accumulator is touched only by wgmma here -- no reads, no zeroing -- so the compiler keeps it in place
+// and injects no extra waits (a tile with no K blocks is the epilogue's business).
+template <class Form>
+__device__ __forceinline__ bool run_mainloop(const Tile& tile, GemmSharedStorage& smem, Pipeline& pipe,
+                                             Pipeline::State& state, const device::WaitContext& wait_ctx, int wg,
+                                             int thread_in_wg, float (&acc)[kNumAccumulators]) {
+    const uint32_t lane = threadIdx.x % 32;
+    uint32_t previous_stage = 0;
+    for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
+        if (!pipe.consumer_wait(wait_ctx, state)) {
+            return false;
+        }
+        if constexpr (Form::kMaskKTail) {
+            const int rows_left = tile.num_rows - k_block * BLOCK_K;
+            if (rows_left < BLOCK_K) {
+                mask_k_tail(smem.a[state.index], smem.b[state.index], rows_left, wg, thread_in_wg);
+            }
+        }
+        ptx::wgmma_fence();
+        mma_stage<Form>(smem.a[state.index], smem.b[state.index], wg, acc, k_block > 0);
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<1>();
+        if (k_block > 0) {
+            pipe.consumer_release(previous_stage, lane);
+        }
+        previous_stage = state.index;
+        state.advance();
+    }
+    ptx::wgmma_wait_group<0>();
+    if (tile.num_k_blocks > 0) {
+        pipe.consumer_release(previous_stage, lane);
+    }
+    ptx::fence_accumulators(acc);
+    return true;
+}
+
+template <class Form>
+__device__ void run_consumer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
+                             const device::WaitContext& wait_ctx, int wg) {
+    const int thread_in_wg = static_cast<int>(threadIdx.x) % kThreadsPerWarpgroup;
+    auto scheduler = Form::make_scheduler(params);
+    Pipeline::State state;
+    for (Tile tile; scheduler.next(tile);) {
+        float acc[kNumAccumulators];
+        if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, thread_in_wg, acc)) {
+            return;
+        }
+        Form::epilogue(params, tile, acc, wg, thread_in_wg, smem.staging[wg]);
+    }
+}
+
+template <class Form>
+__global__ void __launch_bounds__(kNumThreads, 1) grouped_gemm_kernel(const __grid_constant__ typename Form::Params params) {
+    extern __shared__ uint8_t smem_raw[];
+    GemmSharedStorage& smem = shared_storage(smem_raw);
+    Pipeline pipe(smem.pipeline);
+    if (threadIdx.x == 0) {
+        pipe.init();
+        Form::prefetch(params);
+    }
+    __syncthreads();
+    const device::WaitContext wait_ctx{params.common.status, params.common.rank, params.common.timeout_ns};
+    const int warpgroup = static_cast<int>(threadIdx.x) / kThreadsPerWarpgroup;
+    if (warpgroup == static_cast<int>(WarpgroupRole::kProducer)) {
+        ptx::warpgroup_release_registers<kProducerRegisters>();
+        if (threadIdx.x == 0) {
+            run_producer<Form>(params, smem, pipe, wait_ctx);
+        }
+    } else {
+        ptx::warpgroup_claim_registers<kConsumerRegisters>();
+        run_consumer<Form>(params, smem, pipe, wait_ctx, warpgroup - 1);
+    }
+}
+
+}  // namespace mok::gemm

@@ -1,0 +1,29 @@
+// Tensor memory accelerator (TMA) loads: bulk tensor copies global -> shared completing on an mbarrier.
+#pragma once
+
+#include <cuda/ptx>
+
+#include <cstdint>
+
+namespace mok::ptx {
+
+// Tensor maps are kernel parameters (__grid_constant__ CUtensorMap); prefetching one pulls its descriptor
+// into the cache ahead of the first load that names it.
+__device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");
+}
+
+// Loads the 2-D box at (c0 innermost, c1) into `smem`; the bytes count toward `bar`'s transaction count.
+__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int32_t c0, int32_t c1, uint64_t* bar) {
+    const int32_t coords[2] = {c0, c1};
+    cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar);
+}
+
+// Loads the 3-D box at (c0 innermost, c1, c2).
+__device__ __forceinline__ void tma_load_3d(void* smem, const void* tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                            uint64_t* bar) {
+    const int32_t coords[3] = {c0, c1, c2};
+    cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar);
+}
+
+}  // namespace mok::ptx

@@ -1,0 +1,32 @@
+// Warpgroup-level control: register reallocation, named barriers, and the generic-to-async proxy fence.
+#pragma once
+
+#include <cuda/ptx>
+
+#include <cstdint>
+
+namespace mok::ptx {
+
+// setmaxnreg: a warpgroup returns registers (dec) or claims them (inc). Takes effect only under a register
+// cap at kernel entry (__launch_bounds__(threads, 1)); every warp of the warpgroup must execute it.
+template <uint32_t kRegisters>
+__device__ __forceinline__ void warpgroup_release_registers() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+template <uint32_t kRegisters>
+__device__ __forceinline__ void warpgroup_claim_registers() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// bar.sync on a named barrier among `num_threads` threads (a multiple of 32). Orders shared-memory accesses of
+// the participating threads, like __syncthreads does for the whole block.
+__device__ __forceinline__ void named_barrier_sync(uint32_t barrier_id, uint32_t num_threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(barrier_id), "r"(num_threads) : "memory");
+}
+
+// Makes this thread's prior generic-proxy shared-memory writes visible to the async proxy (TMA stores,
+// wgmma operand reads). Each writing thread runs it before the barrier that hands the data over.
+__device__ __forceinline__ void fence_proxy_async_shared_cta() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
+
+}  // namespace mok::ptx

@@ -1,0 +1,107 @@
+// Tile schedulers of the grouped GEMMs: the one place that decides which CTA computes which tile, in which
+// order. The producer warp and both consumer warpgroups of a CTA each run their own copy of the same scheduler
+// and so walk the same tile sequence; no role re-derives the order.
+//
+// Work is static and persistent: CTA b takes tiles b, b + gridDim.x, b + 2 gridDim.x, ... A tile's result
+// depends only on the tile (its K loop always runs in the same order), so the output bits are the same for
+// any grid size -- the determinism contract's "any number of SMs".
+#pragma once
+
+#include <cstdint>
+
+#include "device/gemm/gemm_config.cuh"
+#include "device/gemm/row_groups.hpp"
+
+namespace mok::gemm {
+
+struct Tile {
+    int32_t m_idx;         // M tile index: a row tile (grouped forms) or an output-row tile (weight gradients)
+    int32_t n_idx;         // N tile index
+    int32_t expert;        // local expert
+    int32_t row_begin;     // grouped: the tile's first row; weight gradients: the expert segment's first row
+    int32_t num_rows;      // grouped: rows of the tile holding data; weight gradients: the expert's rows (K)
+    int32_t num_k_blocks;  // BLOCK_K blocks of the K loop
+};
+
+// M-grouped forms (gate/up, down, dgrad): tiles over (row tile, N tile). Row tiles are walked in bands of
+// kBandTiles, row tiles fastest within a band, so that the CTAs running at one time share both their A row
+// tiles (across N) and their B weight tiles (across the band) in L2.
+class GroupedRowScheduler {
+public:
+    static constexpr int32_t kBandTiles = 16;
+
+    __device__ GroupedRowScheduler(const RowGroups& groups, int32_t n_extent, int32_t num_k_blocks)
+        : groups_(groups),
+          num_m_tiles_(*groups.num_padded_rows / BLOCK_M),
+          num_n_tiles_((n_extent + BLOCK_N - 1) / BLOCK_N),
+          num_k_blocks_(num_k_blocks),
+          next_(static_cast<int32_t>(blockIdx.x)) {}
+
+    __device__ int32_t num_n_tiles() const { return num_n_tiles_; }
+
+    __device__ bool next(Tile& tile) {
+        const int32_t num_tiles = num_m_tiles_ * num_n_tiles_;
+        if (next_ >= num_tiles) {
+            return false;
+        }
+        const int32_t band_size = kBandTiles * num_n_tiles_;
+        const int32_t band = next_ / band_size;
+        const int32_t band_first_m = band * kBandTiles;
+        const int32_t band_m_tiles = min(kBandTiles, num_m_tiles_ - band_first_m);
+        const int32_t in_band = next_ - band * band_size;
+        tile.m_idx = band_first_m + in_band % band_m_tiles;
+        tile.n_idx = in_band / band_m_tiles;
+        tile.expert = groups_.tile_expert[tile.m_idx];
+        tile.row_begin = tile.m_idx * BLOCK_M;
+        const int32_t segment_end = groups_.segment_begin[tile.expert] + groups_.segment_rows[tile.expert];
+        tile.num_rows = min(BLOCK_M, segment_end - tile.row_begin);
+        tile.num_k_blocks = num_k_blocks_;
+        next_ += static_cast<int32_t>(gridDim.x);
+        return true;
+    }
+
+private:
+    RowGroups groups_;
+    int32_t num_m_tiles_;
+    int32_t num_n_tiles_;
+    int32_t num_k_blocks_;
+    int32_t next_;
+};
+
+// Weight-gradient forms: dW_e = A_e^T B_e with K running over expert e's rows. Tiles over (expert, output-row
+// tile, output-column tile), expert-major so that the CTAs running at one time read the same expert's rows.
+class ExpertWeightScheduler {
+public:
+    __device__ ExpertWeightScheduler(const RowGroups& groups, int32_t num_experts, int32_t num_m_tiles,
+                                     int32_t n_extent)
+        : groups_(groups),
+          num_experts_(num_experts),
+          num_m_tiles_(num_m_tiles),
+          num_n_tiles_((n_extent + BLOCK_N - 1) / BLOCK_N),
+          next_(static_cast<int32_t>(blockIdx.x)) {}
+
+    __device__ bool next(Tile& tile) {
+        const int32_t tiles_per_expert = num_m_tiles_ * num_n_tiles_;
+        if (next_ >= num_experts_ * tiles_per_expert) {
+            return false;
+        }
+        tile.expert = next_ / tiles_per_expert;
+        const int32_t in_expert = next_ - tile.expert * tiles_per_expert;
+        tile.m_idx = in_expert / num_n_tiles_;
+        tile.n_idx = in_expert - tile.m_idx * num_n_tiles_;
+        tile.row_begin = groups_.segment_begin[tile.expert];
+        tile.num_rows = groups_.segment_rows[tile.expert];
+        tile.num_k_blocks = (tile.num_rows + BLOCK_K - 1) / BLOCK_K;
+        next_ += static_cast<int32_t>(gridDim.x);
+        return true;
+    }
+
+private:
+    RowGroups groups_;
+    int32_t num_experts_;
+    int32_t num_m_tiles_;
+    int32_t num_n_tiles_;
+    int32_t next_;
+};
+
+}  // namespace mok::gemm

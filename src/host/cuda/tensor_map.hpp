@@ -1,0 +1,26 @@
+// TMA tensor maps for bf16 operand tiles with 128-byte swizzling.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "mok/status.hpp"
+
+namespace mok::cuda {
+
+// A bf16 tensor of rank 2 or 3 as TMA sees it: dims innermost first, strides in bytes of dims 1.., and the box
+// (the tile one load copies) innermost first. The innermost box dimension must span at most 128 bytes (the
+// swizzle width); elements outside the tensor load as zeros.
+struct TensorMapSpec {
+    const void* base = nullptr;
+    int rank = 2;
+    uint64_t dims[3] = {};
+    uint64_t strides_bytes[2] = {};
+    uint32_t box[3] = {};
+};
+
+Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out);
+
+}  // namespace mok::cuda

@@ -1,0 +1,264 @@
+// GPU tests of the backward GEMM forms: down dgrad with the SwiGLU-backward and router-gradient epilogue
+// (plus the in-order partial reduction), gate/up dgrad into one accumulator, and the scaled-dy companion.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/bf16.hpp"
+#include "common/fp32_ops.hpp"
+#include "common/swiglu.hpp"
+#include "device/gemm/gemm_test_support.hpp"
+
+namespace mok::test {
+namespace {
+
+constexpr int32_t kRouterTileCols = 256;  // the dgrad N tile: router partials are summed per tile, then in order
+
+struct Shape {
+    int32_t hidden;
+    int32_t width;
+    std::vector<int32_t> rows_per_expert;
+};
+
+std::vector<Shape> test_shapes() {
+    const std::vector<int32_t> model_rows = {130, 0, 1, 257};
+    return {
+        {200, 136, {0, 1, 77, 128, 129, 300, 5}}, {72, 264, {3, 0, 129}}, {7168, 2048, model_rows},
+        {6144, 2048, model_rows},                 {4096, 1024, model_rows}, {7168, 3072, model_rows},
+        {4096, 1536, model_rows},
+    };
+}
+
+gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
+    gemm::LaunchConfig launch;
+    launch.status = status;
+    launch.num_sms = num_sms;
+    return launch;
+}
+
+double silu64(double g) { return g / (1.0 + std::exp(-g)); }
+
+void check_dgrad_down(const Shape& shape, Values values, uint64_t seed) {
+    SCOPED_TRACE("H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
+                 (values == Values::kExact ? " exact" : " random") + " seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const RowSpace rows = make_row_space(shape.rows_per_expert);
+    const int64_t H = shape.hidden;
+    const int64_t I = shape.width;
+    const int64_t E = rows.num_experts();
+    const int32_t num_tiles = gemm::router_partial_tiles(shape.width);
+    const std::vector<Bf16> dy = random_rows(rows, H, values, H, rng);
+    const std::vector<Bf16> w_down = random_bf16(E * H * I, values, H, rng);
+    const std::vector<Bf16> gu = random_rows(rows, 2 * I, Values::kRandom, 1, rng);  // pre-activations ~ U(-1, 1)
+    const std::vector<float> weight = random_weights(rows, rng);
+
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dy(dy), d_w(w_down), d_gu(gu);
+    DeviceBuffer<float> d_weight(weight);
+    DeviceBuffer<Bf16> d_dgu(static_cast<size_t>(rows.capacity_rows) * 2 * I);
+    DeviceBuffer<float> d_partials(static_cast<size_t>(rows.capacity_rows) * num_tiles);
+    DeviceBuffer<float> d_dw(rows.capacity_rows);
+    DeviceStatusRecord status;
+    auto run = [&](int num_sms) {
+        d_dgu.fill_bytes(kPoisonByte);
+        d_partials.fill_bytes(kPoisonByte);
+        d_dw.fill_bytes(kPoisonByte);
+        gemm::DgradDownArgs args{d_rows.view(),       as_device_bf16(d_dy), as_device_bf16(d_w),
+                                 as_device_bf16(d_gu), d_weight.get(),      as_device_bf16(d_dgu),
+                                 d_partials.get(),    shape.hidden,         shape.width};
+        Status s = gemm::dgrad_down(args, launch_with(status.get(), num_sms));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        s = gemm::reduce_router_partials(d_rows.view(), d_partials.get(), num_tiles, d_dw.get(), nullptr);
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+        ASSERT_EQ(status.read().code, 0);
+    };
+    run(0);
+    const std::vector<Bf16> dgu = d_dgu.download();
+    const std::vector<float> dw = d_dw.download();
+
+    const std::vector<int32_t> check = rows_to_check(rows, I * H, rng);
+    std::vector<double> dhp64(check.size() * I);
+    std::vector<float> dhp32(check.size() * I);
+    parallel_for(static_cast<int64_t>(check.size()), [&](int64_t c) {
+        const int32_t r = check[c];
+        const int32_t e = rows.expert_of(r);
+        for (int64_t i = 0; i < I; ++i) {
+            dhp64[c * I + i] = dot_f64(&dy[r * H], 1, &w_down[e * H * I + i], I, H);
+            dhp32[c * I + i] = dot_f32(&dy[r * H], 1, &w_down[e * H * I + i], I, H);
+        }
+    });
+    Comparison cmp_dg("dg"), cmp_du("du"), cmp_dw("router gradient");
+    for (size_t c = 0; c < check.size(); ++c) {
+        const int64_t r = check[c];
+        const float w = weight[r];
+        float dw_same = 0.0f;
+        double dw_oracle = 0.0;
+        for (int32_t tile = 0; tile < num_tiles; ++tile) {
+            // The epilogue's order: each of the four lanes of a row sums its column pairs group by group,
+            // then the lanes combine as (0 + 1) + (2 + 3).
+            float lane_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t col = tile * kRouterTileCols; col < std::min<int64_t>(I, (tile + 1) * kRouterTileCols); ++col) {
+                const float g = gu[r * 2 * I + col].to_float();
+                const float u = gu[r * 2 * I + I + col].to_float();
+                const float dhp = dhp32[c * I + col];
+                const swiglu::Activation act = swiglu::activation(g);
+                const float h = round_to_bf16(swiglu::forward(u, act));
+                const int lane = static_cast<int>((col % 8) / 2);
+                lane_sum[lane] = fp32::fma(dhp, h, lane_sum[lane]);
+                const swiglu::Grads grads = swiglu::backward(g, u, fp32::mul(w, dhp), act);
+                const double d = dhp64[c * I + col];
+                const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(g)));
+                const double dh = static_cast<double>(w) * d;
+                dw_oracle += d * silu64(g) * u;
+                cmp_dg.add(dgu[r * 2 * I + col].to_float(), round_to_bf16(grads.dg),
+                           dh * u * s * (1.0 + g * (1.0 - s)));
+                cmp_du.add(dgu[r * 2 * I + I + col].to_float(), round_to_bf16(grads.du), dh * silu64(g));
+            }
+            const float tile_sum = fp32::add(fp32::add(lane_sum[0], lane_sum[1]), fp32::add(lane_sum[2], lane_sum[3]));
+            dw_same = fp32::add(dw_same, tile_sum);
+        }
+        cmp_dw.add(dw[r], dw_same, dw_oracle);
+    }
+    if (values == Values::kExact) {
+        // dh' is exact; everything after it is the shared fp32 code in the same order.
+        cmp_dg.expect_bitwise();
+        cmp_du.expect_bitwise();
+        cmp_dw.expect_bitwise();
+    } else {
+        cmp_dg.expect_within_tolerance();
+        cmp_du.expect_within_tolerance();
+        cmp_dw.expect_within_tolerance();
+    }
+    for (int32_t r = 0; r < rows.capacity_rows; ++r) {
+        if (!rows.holds_data(r)) {
+            ASSERT_TRUE(is_poison(dgu[static_cast<int64_t>(r) * 2 * I])) << "row " << r << " was written";
+            ASSERT_TRUE(std::isnan(dw[r])) << "row " << r << " got a router gradient";
+        }
+    }
+    run(3);
+    EXPECT_EQ(d_dgu.download(), dgu);
+    const std::vector<float> dw_again = d_dw.download();
+    EXPECT_EQ(0, std::memcmp(dw_again.data(), dw.data(), dw.size() * sizeof(float)));
+}
+
+TEST(GroupedGemmBackward, DgradDownWithRouterGradient) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    uint64_t seed = std::random_device{}();
+    for (const Shape& shape : test_shapes()) {
+        for (Values values : {Values::kExact, Values::kRandom}) {
+            check_dgrad_down(shape, values, seed++);
+        }
+    }
+}
+
+void check_dgrad_gate_up(const Shape& shape, Values values, uint64_t seed) {
+    SCOPED_TRACE("H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
+                 (values == Values::kExact ? " exact" : " random") + " seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const RowSpace rows = make_row_space(shape.rows_per_expert);
+    const int64_t H = shape.hidden;
+    const int64_t I = shape.width;
+    const int64_t E = rows.num_experts();
+    const std::vector<Bf16> dgu = random_rows(rows, 2 * I, values, I, rng);
+    const std::vector<Bf16> w_gate = random_bf16(E * I * H, values, 2 * I, rng);
+    const std::vector<Bf16> w_up = random_bf16(E * I * H, values, 2 * I, rng);
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dgu(dgu), d_gate(w_gate), d_up(w_up);
+    DeviceBuffer<Bf16> d_out(static_cast<size_t>(rows.capacity_rows) * H);
+    DeviceStatusRecord status;
+    auto run = [&](int num_sms) {
+        d_out.fill_bytes(kPoisonByte);
+        gemm::DgradGateUpArgs args{d_rows.view(), as_device_bf16(d_dgu), as_device_bf16(d_gate), as_device_bf16(d_up),
+                                   as_device_bf16(d_out), H, nullptr, shape.hidden, shape.width};
+        const Status s = gemm::dgrad_gate_up(args, launch_with(status.get(), num_sms));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+        ASSERT_EQ(status.read().code, 0);
+    };
+    run(0);
+    const std::vector<Bf16> out = d_out.download();
+    const std::vector<int32_t> check = rows_to_check(rows, 2 * I * H, rng);
+    std::vector<double> o64(check.size() * H);
+    std::vector<float> o32(check.size() * H);
+    parallel_for(static_cast<int64_t>(check.size()), [&](int64_t c) {
+        const int32_t r = check[c];
+        const int32_t e = rows.expert_of(r);
+        for (int64_t n = 0; n < H; ++n) {
+            o64[c * H + n] = dot_f64(&dgu[r * 2 * I], 1, &w_gate[e * I * H + n], H, I) +
+                             dot_f64(&dgu[r * 2 * I + I], 1, &w_up[e * I * H + n], H, I);
+            const float g_part = dot_f32(&dgu[r * 2 * I], 1, &w_gate[e * I * H + n], H, I);
+            o32[c * H + n] = dot_f32(&dgu[r * 2 * I + I], 1, &w_up[e * I * H + n], H, I, g_part);
+        }
+    });
+    Comparison cmp("dx rows");
+    for (size_t c = 0; c < check.size(); ++c) {
+        for (int64_t n = 0; n < H; ++n) {
+            cmp.add(out[check[c] * H + n].to_float(), round_to_bf16(o32[c * H + n]), o64[c * H + n]);
+        }
+    }
+    values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
+    for (int32_t r = 0; r < rows.capacity_rows; ++r) {
+        if (!rows.holds_data(r)) {
+            ASSERT_TRUE(is_poison(out[static_cast<int64_t>(r) * H])) << "row " << r << " was written";
+        }
+    }
+    run(11);
+    EXPECT_EQ(d_out.download(), out);
+}
+
+TEST(GroupedGemmBackward, DgradGateUpOneAccumulator) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    uint64_t seed = std::random_device{}();
+    for (const Shape& shape : test_shapes()) {
+        for (Values values : {Values::kExact, Values::kRandom}) {
+            check_dgrad_gate_up(shape, values, seed++);
+        }
+    }
+}
+
+TEST(GroupedGemmBackward, ScaleRows) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    const uint64_t seed = std::random_device{}();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const RowSpace rows = make_row_space({0, 1, 77, 300});
+    const int64_t H = 264;
+    const std::vector<Bf16> dy = random_rows(rows, H, Values::kRandom, 1, rng);
+    const std::vector<float> weight = random_weights(rows, rng);
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dy(dy), d_dys(dy.size());
+    DeviceBuffer<float> d_weight(weight);
+    d_dys.fill_bytes(kPoisonByte);
+    const Status s = gemm::scale_rows(d_rows.view(), as_device_bf16(d_dy), d_weight.get(), as_device_bf16(d_dys),
+                                      static_cast<int32_t>(H), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+    const std::vector<Bf16> dys = d_dys.download();
+    for (int32_t r = 0; r < rows.capacity_rows; ++r) {
+        for (int64_t n = 0; n < H; ++n) {
+            const Bf16 got = dys[r * H + n];
+            if (rows.holds_data(r)) {
+                ASSERT_EQ(got.bits, round_to_bf16_bits(fp32::mul(weight[r], dy[r * H + n].to_float())))
+                    << "row " << r << " column " << n;
+            } else {
+                ASSERT_TRUE(is_poison(got)) << "row " << r << " was written";
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace mok::test

@@ -1,0 +1,213 @@
+// GPU tests of the weight-gradient forms: dW_gate|up = dG|dU^T X and dW_down = dYs^T H per expert, fresh
+// (bf16) and accumulated (fp32 main_grad, added in place), with experts of zero, one and odd row counts and
+// NaN in every row outside the experts' segments (the K-tail masking must keep them out of the sums).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/bf16.hpp"
+#include "common/fp32_ops.hpp"
+#include "device/gemm/gemm_test_support.hpp"
+
+namespace mok::test {
+namespace {
+
+struct Shape {
+    int32_t hidden;
+    int32_t width;
+    std::vector<int32_t> rows_per_expert;
+};
+
+std::vector<Shape> test_shapes() {
+    const std::vector<int32_t> model_rows = {130, 0, 1, 257};
+    return {
+        {200, 136, {0, 1, 77, 128, 129, 300, 5}}, {72, 264, {3, 0, 129}}, {7168, 2048, model_rows},
+        {6144, 2048, model_rows},                 {4096, 1024, model_rows}, {7168, 3072, model_rows},
+        {4096, 1536, model_rows},
+    };
+}
+
+gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
+    gemm::LaunchConfig launch;
+    launch.status = status;
+    launch.num_sms = num_sms;
+    return launch;
+}
+
+// Output elements a test checks: all of them for small gradients, else a random sample per expert plus the
+// corners of every expert's matrix.
+std::vector<std::pair<int64_t, int64_t>> elements_to_check(int64_t num_rows, int64_t num_cols, int64_t work,
+                                                           std::mt19937_64& rng) {
+    constexpr int64_t kFullCheckWork = int64_t{1} << 30;
+    constexpr int kSamples = 400;
+    std::vector<std::pair<int64_t, int64_t>> out;
+    if (num_rows * num_cols * work <= kFullCheckWork) {
+        for (int64_t m = 0; m < num_rows; ++m) {
+            for (int64_t n = 0; n < num_cols; ++n) {
+                out.emplace_back(m, n);
+            }
+        }
+        return out;
+    }
+    out = {{0, 0}, {0, num_cols - 1}, {num_rows - 1, 0}, {num_rows - 1, num_cols - 1}};
+    std::uniform_int_distribution<int64_t> pick_m(0, num_rows - 1), pick_n(0, num_cols - 1);
+    for (int i = 0; i < kSamples; ++i) {
+        out.emplace_back(pick_m(rng), pick_n(rng));
+    }
+    return out;
+}
+
+// One gradient: the test's view of dW_e[m][n] = sum over e's rows r of a[r][m] * b[r][n].
+struct GradCase {
+    const char* name;
+    const std::vector<Bf16>* a;  // rows of a_stride elements; column m at a_offset + m
+    int64_t a_stride;
+    int64_t a_offset;
+    const std::vector<Bf16>* b;  // rows of b_stride elements
+    int64_t b_stride;
+    int64_t num_rows;  // M of dW
+    int64_t num_cols;  // N of dW
+};
+
+void check_grad(const GradCase& g, const RowSpace& rows, gemm::WeightGradMode mode, Values values,
+                const std::vector<uint16_t>& got_fresh, const std::vector<float>& got_acc,
+                const std::vector<float>& initial, std::mt19937_64& rng) {
+    Comparison cmp(g.name);
+    for (int32_t e = 0; e < rows.num_experts(); ++e) {
+        const int64_t first = rows.segment_begin[e];
+        const int64_t count = rows.rows_per_expert[e];
+        const auto elements = elements_to_check(g.num_rows, g.num_cols, count, rng);
+        for (const auto& [m, n] : elements) {
+            const Bf16* a = g.a->data() + first * g.a_stride + g.a_offset + m;
+            const Bf16* b = g.b->data() + first * g.b_stride + n;
+            const double oracle = dot_f64(a, g.a_stride, b, g.b_stride, count);
+            const float same = dot_f32(a, g.a_stride, b, g.b_stride, count);
+            const int64_t index = (e * g.num_rows + m) * g.num_cols + n;
+            if (mode == gemm::WeightGradMode::kFresh) {
+                cmp.add(Bf16{got_fresh[index]}.to_float(), round_to_bf16(same), oracle);
+            } else {
+                // main_grad += sum: the sum rounds to fp32 once, then one fp32 addition; an expert with no rows
+                // leaves main_grad's bits untouched.
+                const float expected = count == 0 ? initial[index] : fp32::add(initial[index], same);
+                cmp.add(got_acc[index], expected, static_cast<double>(initial[index]) + oracle);
+            }
+        }
+    }
+    values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
+}
+
+void check_weight_grads(const Shape& shape, Values values, gemm::WeightGradMode mode, uint64_t seed) {
+    SCOPED_TRACE("H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
+                 (values == Values::kExact ? " exact" : " random") +
+                 (mode == gemm::WeightGradMode::kFresh ? " fresh" : " accumulate") + " seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    const RowSpace rows = make_row_space(shape.rows_per_expert);
+    const int64_t H = shape.hidden;
+    const int64_t I = shape.width;
+    const int64_t E = rows.num_experts();
+    const std::vector<Bf16> dgu = random_rows(rows, 2 * I, values, 1, rng);
+    const std::vector<Bf16> x = random_rows(rows, H, values, 1, rng);
+    const std::vector<Bf16> dys = random_rows(rows, H, values, 1, rng);
+    const std::vector<Bf16> h = random_rows(rows, I, values, 1, rng);
+    // main_grad's starting values (accumulate mode only): multiples of 1/8 keep exact sums exact.
+    const bool fresh = mode == gemm::WeightGradMode::kFresh;
+    const size_t num_grad = fresh ? 0 : static_cast<size_t>(E * I * H);
+    std::vector<float> initial_gate(num_grad), initial_up(num_grad), initial_down(num_grad);
+    std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+    for (auto* v : {&initial_gate, &initial_up, &initial_down}) {
+        for (float& f : *v) {
+            f = values == Values::kExact ? std::round(pick(rng) * 8.0f) / 8.0f + 0.5f : pick(rng);
+        }
+    }
+
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dgu(dgu), d_x(x), d_dys(dys), d_h(h);
+    const size_t num_fresh = fresh ? static_cast<size_t>(E * I * H) : 0;
+    DeviceBuffer<uint16_t> d_gate16(num_fresh), d_up16(num_fresh), d_down16(num_fresh);
+    DeviceBuffer<float> d_gate32(initial_gate), d_up32(initial_up), d_down32(initial_down);
+    DeviceStatusRecord status;
+    auto run = [&](int num_sms) {
+        if (fresh) {
+            d_gate16.fill_bytes(kPoisonByte);
+            d_up16.fill_bytes(kPoisonByte);
+            d_down16.fill_bytes(kPoisonByte);
+        } else {
+            d_gate32.upload(initial_gate);
+            d_up32.upload(initial_up);
+            d_down32.upload(initial_down);
+        }
+        gemm::WeightGradGateUpArgs gate_up{d_rows.view(),
+                                           as_device_bf16(d_dgu),
+                                           as_device_bf16(d_x),
+                                           fresh ? static_cast<void*>(d_gate16.get()) : d_gate32.get(),
+                                           fresh ? static_cast<void*>(d_up16.get()) : d_up32.get(),
+                                           mode,
+                                           shape.hidden,
+                                           shape.width};
+        Status s = gemm::weight_grad_gate_up(gate_up, launch_with(status.get(), num_sms));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        gemm::WeightGradDownArgs down{d_rows.view(),
+                                      as_device_bf16(d_dys),
+                                      as_device_bf16(d_h),
+                                      fresh ? static_cast<void*>(d_down16.get()) : d_down32.get(),
+                                      mode,
+                                      shape.hidden,
+                                      shape.width};
+        s = gemm::weight_grad_down(down, launch_with(status.get(), num_sms));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+        ASSERT_EQ(status.read().code, 0);
+    };
+    run(0);
+    const auto gate16 = d_gate16.download(), up16 = d_up16.download(), down16 = d_down16.download();
+    const auto gate32 = d_gate32.download(), up32 = d_up32.download(), down32 = d_down32.download();
+
+    check_grad({"dW_gate", &dgu, 2 * I, 0, &x, H, I, H}, rows, mode, values, gate16, gate32, initial_gate, rng);
+    check_grad({"dW_up", &dgu, 2 * I, I, &x, H, I, H}, rows, mode, values, up16, up32, initial_up, rng);
+    check_grad({"dW_down", &dys, H, 0, &h, I, H, I}, rows, mode, values, down16, down32, initial_down, rng);
+
+    run(9);
+    if (fresh) {
+        EXPECT_EQ(d_gate16.download(), gate16);
+        EXPECT_EQ(d_up16.download(), up16);
+        EXPECT_EQ(d_down16.download(), down16);
+    } else {
+        const auto again = d_down32.download();
+        EXPECT_EQ(0, std::memcmp(again.data(), down32.data(), again.size() * sizeof(float)));
+        const auto gate_again = d_gate32.download();
+        EXPECT_EQ(0, std::memcmp(gate_again.data(), gate32.data(), gate_again.size() * sizeof(float)));
+    }
+}
+
+TEST(GroupedGemmWeightGrad, Fresh) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    uint64_t seed = std::random_device{}();
+    for (const Shape& shape : test_shapes()) {
+        for (Values values : {Values::kExact, Values::kRandom}) {
+            check_weight_grads(shape, values, gemm::WeightGradMode::kFresh, seed++);
+        }
+    }
+}
+
+TEST(GroupedGemmWeightGrad, AccumulateIntoMainGrad) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    uint64_t seed = std::random_device{}();
+    const std::vector<Shape> shapes = test_shapes();
+    for (size_t i = 0; i < 3; ++i) {
+        for (Values values : {Values::kExact, Values::kRandom}) {
+            check_weight_grads(shapes[i], values, gemm::WeightGradMode::kAccumulate, seed++);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace mok::test

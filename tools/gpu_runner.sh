@@ -1,0 +1,407 @@
+#!/usr/bin/env bash
+# The one script a GPU machine runs, from the repository root: build mok, run the GPU tests, run the chosen
+# benchmarks, collect their JSON, and print a short summary last. docs/benchmarking.md describes the method.
+#
+# Every step runs even when an earlier one failed; the exit status is non-zero if any step failed.
+# NVLink multicast stays off for every program started here.
+
+set -uo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: tools/gpu_runner.sh [flags]
+
+With no selection flag it builds, runs the GPU tests and every benchmark.
+
+  --tests            run the GPU test suite (ctest -L gpu)
+  --cpu-tests        also run the CPU test suite (ctest -L cpu)
+  --bench LIST       comma list of: ceilings, gemm, transport, layer, baselines-gemm, baselines-layer,
+                     baselines-a2a, all
+  --quick            benchmarks run their representative subset with fewer repetitions
+  --full             benchmarks run their whole sweep
+  --gpus N           use GPUs 0..N-1 (default: all visible)
+  --build-only       configure and build, nothing else
+  --sass             count HGMMA, UTMALDG and local-memory (LDL/STL) instructions per kernel
+  --build-dir DIR    build folder (default: build-gpu)
+  --step-timeout S   seconds one step may take before it is stopped (default: 900)
+  --dry-run          print the commands instead of running them
+  --help             this text
+
+Results go to bench/results/ and, when OUT is set, into one tar.gz (JSON, logs, report) in $OUT together
+with summary.txt.
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options
+
+run_tests=0
+run_cpu_tests=0
+bench_list=""
+mode_args=()
+num_gpus=""
+build_only=0
+run_sass=0
+build_dir="build-gpu"
+step_timeout=900
+dry_run=0
+selected=0
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --tests) run_tests=1; selected=1 ;;
+        --cpu-tests) run_cpu_tests=1; run_tests=1; selected=1 ;;
+        --bench) bench_list="${2:?--bench needs a list}"; selected=1; shift ;;
+        --quick) mode_args=(--quick) ;;
+        --full) mode_args=(--full) ;;
+        --gpus) num_gpus="${2:?--gpus needs a count}"; shift ;;
+        --build-only) build_only=1; selected=1 ;;
+        --sass) run_sass=1; selected=1 ;;
+        --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift ;;
+        --step-timeout) step_timeout="${2:?--step-timeout needs seconds}"; shift ;;
+        --dry-run) dry_run=1 ;;
+        --help|-h) usage; exit 0 ;;
+        *) echo "gpu_runner: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [[ $selected -eq 0 ]]; then
+    run_tests=1
+    bench_list="all"
+fi
+all_benchmarks="ceilings,gemm,transport,layer,baselines-gemm,baselines-layer,baselines-a2a"
+if [[ ",$bench_list," == *",all,"* ]]; then
+    bench_list="$all_benchmarks"
+fi
+for name in ${bench_list//,/ }; do
+    if [[ ",$all_benchmarks," != *",$name,"* ]]; then
+        echo "gpu_runner: unknown benchmark '$name' (known: $all_benchmarks, all)" >&2
+        exit 2
+    fi
+done
+
+if [[ ! -f CMakeLists.txt || ! -d bench ]]; then
+    echo "gpu_runner: run me from the repository root" >&2
+    exit 2
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# Environment
+
+export NCCL_NVLS_ENABLE=0
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export NVSHMEM_DISABLE_NVLS=1
+
+python="$(command -v python3 || true)"
+
+visible_gpus() {
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true
+    else
+        echo 0
+    fi
+}
+
+if [[ -z "$num_gpus" ]]; then
+    num_gpus="$(visible_gpus)"
+    [[ "$num_gpus" -ge 1 ]] || num_gpus=1
+else
+    CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((num_gpus - 1)))"
+    export CUDA_VISIBLE_DEVICES
+fi
+
+commit_of_tree() {
+    if git rev-parse --git-dir >/dev/null 2>&1; then
+        local commit
+        commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo uncommitted)"
+        if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+            commit="${commit}-dirty"
+        fi
+        echo "$commit"
+    else
+        echo "unknown"
+    fi
+}
+
+export MOK_COMMIT="${MOK_COMMIT:-$(commit_of_tree)}"
+run_stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+export MOK_BENCH_RUN_ID="${MOK_BENCH_RUN_ID:-${run_stamp}-${MOK_COMMIT}}"
+run_dir="$build_dir/runs/$MOK_BENCH_RUN_ID"
+results_dir="$run_dir/results"
+logs_dir="$run_dir/logs"
+mkdir -p "$results_dir" "$logs_dir"
+export MOK_BENCH_OUT_DIR="$results_dir"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Steps: each logs to its own file, is bounded by a timeout, and records its status; the run goes on.
+
+declare -a step_names=()
+declare -a step_states=()
+any_failed=0
+tail_lines=15
+
+record() {
+    step_names+=("$1")
+    step_states+=("$2")
+    if [[ "$2" == FAILED* ]]; then
+        any_failed=1
+    fi
+}
+
+# run_step NAME COMMAND...: runs COMMAND with its output in logs/NAME.log; prints one line, and the log's tail
+# when it fails.
+run_step() {
+    local name="$1"
+    shift
+    local log="$logs_dir/$name.log"
+    if [[ $dry_run -eq 1 ]]; then
+        echo "[dry-run] $name: $*"
+        record "$name" "ok (dry run)"
+        return 0
+    fi
+    local start=$SECONDS
+    echo "== $name"
+    timeout --kill-after=30 "$step_timeout" "$@" >"$log" 2>&1
+    local status=$?
+    local took=$((SECONDS - start))
+    if [[ $status -eq 0 ]]; then
+        record "$name" "ok (${took}s)"
+    else
+        local why="exit $status"
+        [[ $status -eq 124 || $status -eq 137 ]] && why="timed out after ${step_timeout}s"
+        record "$name" "FAILED: $why (${took}s)"
+        echo "-- $name failed ($why); last lines of $log:"
+        tail -n "$tail_lines" "$log" | sed 's/^/   /'
+    fi
+    return $status
+}
+
+skip_step() {
+    record "$1" "skipped: $2"
+    echo "== $1 skipped: $2"
+}
+
+nccl_root() {
+    # PyTorch's pip NCCL (nvidia.nccl: include/ and lib/ with libnccl.so.2) has the GIN API the system one lacks.
+    [[ -n "$python" ]] || return 0
+    "$python" - <<'EOF' 2>/dev/null || true
+import importlib.util
+spec = importlib.util.find_spec("nvidia.nccl")
+if spec is not None and spec.submodule_search_locations:
+    print(list(spec.submodule_search_locations)[0])
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Build
+
+configure_args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOK_BUILD_TESTS=ON -DMOK_BUILD_BENCH=ON)
+nccl_dir="$(nccl_root)"
+if [[ -n "$nccl_dir" ]]; then
+    configure_args+=("-DMOK_NCCL_ROOT=$nccl_dir")
+fi
+build_ok=1
+run_step configure cmake "${configure_args[@]}" || build_ok=0
+if [[ $build_ok -eq 1 ]]; then
+    # --keep-going: one target that fails to compile leaves every other test and benchmark buildable.
+    run_step build cmake --build "$build_dir" -j "$(nproc)" -- -k 0 || build_ok=0
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tests
+
+test_summary=""
+
+ctest_counts() {
+    # "100% tests passed, 0 tests failed out of 12" -> "12 run, 0 failed"
+    local line
+    line="$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -n 1)"
+    if [[ -n "$line" ]]; then
+        local failed total
+        failed="$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")"
+        total="$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")"
+        echo "$((total - failed)) passed, $failed failed"
+    elif grep -q 'No tests were found' "$1"; then
+        echo "no tests found"
+    else
+        echo "no count (see $1)"
+    fi
+}
+
+run_tests_labelled() {
+    local label="$1"
+    run_step "tests-$label" ctest --test-dir "$build_dir" -L "$label" --output-on-failure --timeout 600
+    if [[ $dry_run -eq 0 ]]; then
+        test_summary+="tests ($label): $(ctest_counts "$logs_dir/tests-$label.log")"$'\n'
+    fi
+}
+
+if [[ $build_only -eq 0 && $run_tests -eq 1 ]]; then
+    if [[ $build_ok -eq 1 || $dry_run -eq 1 ]]; then
+        run_tests_labelled gpu
+        [[ $run_cpu_tests -eq 1 ]] && run_tests_labelled cpu
+    else
+        skip_step tests "the build failed"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# Benchmarks
+
+find_program() {
+    find "$build_dir" -type f -name "$1" -perm -u+x 2>/dev/null | head -n 1
+}
+
+run_cpp_bench() {
+    local name="$1" program="$2"
+    local path
+    path="$(find_program "$program")"
+    if [[ -z "$path" && $dry_run -eq 1 ]]; then
+        path="$build_dir/.../$program"
+    fi
+    if [[ -z "$path" ]]; then
+        skip_step "$name" "$program is not built (not written yet, or its build failed)"
+        return
+    fi
+    run_step "$name" "$path" --out "$results_dir" "${mode_args[@]}"
+}
+
+run_python_bench() {
+    local name="$1" script="$2" launcher="$3"
+    shift 3
+    if [[ -z "$python" ]]; then
+        skip_step "$name" "no python3"
+        return
+    fi
+    if [[ $dry_run -eq 0 ]] && ! "$python" -c "import torch" >/dev/null 2>&1; then
+        skip_step "$name" "PyTorch is not installed"
+        return
+    fi
+    if [[ "$launcher" == torchrun ]]; then
+        run_step "$name" "$python" -m torch.distributed.run --standalone --nproc-per-node "$num_gpus" \
+            "bench/baselines/$script" --out "$results_dir" "${mode_args[@]}" "$@"
+    else
+        run_step "$name" "$python" "bench/baselines/$script" --out "$results_dir" "${mode_args[@]}" "$@"
+    fi
+}
+
+if [[ $build_only -eq 0 ]]; then
+    for name in ${bench_list//,/ }; do
+        case "$name" in
+            ceilings|gemm|transport|layer) run_cpp_bench "bench-$name" "mok-bench-$name" ;;
+            baselines-gemm) run_python_bench "$name" gemm_baseline.py python ;;
+            baselines-a2a) run_python_bench "$name" a2a_baseline.py torchrun ;;
+            baselines-layer)
+                # One process group per variant: a broken NVSHMEM setup cannot take the NCCL figures with it.
+                run_python_bench "$name" layer_baseline.py torchrun --variants nccl
+                run_python_bench "$name-symm-mem" layer_baseline.py torchrun --variants symm_mem
+                ;;
+        esac
+    done
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# SASS: what the kernels compiled to
+
+sass_report="$run_dir/sass.txt"
+
+count_sass() {
+    # Per kernel: HGMMA (wgmma), UTMALDG (TMA loads), LDL/STL (local memory: spills or stack arrays).
+    awk '
+        /Function :/ { kernel = $3; if (!(kernel in seen)) { seen[kernel] = 1; order[n++] = kernel }; next }
+        /HGMMA/ { hgmma[kernel]++ }
+        /UTMALDG/ { tma[kernel]++ }
+        /[ \t](LDL|STL)[. \t]/ { local_mem[kernel]++ }
+        END {
+            for (i = 0; i < n; i++) {
+                k = order[i]
+                printf "%-8d %-8d %-8d %s\n", hgmma[k], tma[k], local_mem[k], k
+                if (local_mem[k] > 0) spilling++
+                if (hgmma[k] > 0) with_hgmma++
+            }
+            printf "verdict: %d kernels, %d with HGMMA, %d with local memory%s\n", n, with_hgmma, spilling,
+                spilling > 0 ? " (LDL/STL: fix before measuring)" : ""
+        }'
+}
+
+run_sass_step() {
+    local objects
+    objects="$(find "$build_dir" -type f -name 'libmok_cuda.a' 2>/dev/null)"
+    if [[ -z "$objects" ]]; then
+        skip_step sass "no libmok_cuda.a in $build_dir"
+        return
+    fi
+    if ! command -v cuobjdump >/dev/null 2>&1; then
+        skip_step sass "cuobjdump is not installed"
+        return
+    fi
+    local demangle=cat
+    command -v c++filt >/dev/null 2>&1 && demangle=c++filt
+    {
+        echo "HGMMA    UTMALDG  LDL/STL  kernel"
+        # shellcheck disable=SC2086
+        cuobjdump --dump-sass $objects | count_sass | $demangle
+    } >"$sass_report" 2>&1
+    record sass "ok"
+}
+
+if [[ $run_sass -eq 1 ]]; then
+    if [[ $dry_run -eq 1 ]]; then
+        echo "[dry-run] sass: cuobjdump --dump-sass <libmok_cuda.a> | count per kernel"
+        record sass "ok (dry run)"
+    elif [[ $build_ok -eq 1 ]]; then
+        run_sass_step
+    else
+        skip_step sass "the build failed"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# Collect: bench/results/, and one archive plus a summary under $OUT.
+
+summary_file="$run_dir/summary.txt"
+shopt -s nullglob
+result_files=("$results_dir"/*.json)
+shopt -u nullglob
+
+if [[ ${#result_files[@]} -gt 0 ]]; then
+    cp "${result_files[@]}" bench/results/
+    if [[ -n "$python" ]]; then
+        "$python" bench/report.py "$results_dir" --run-id "$MOK_BENCH_RUN_ID" --out "$run_dir/report" \
+            >"$logs_dir/report.log" 2>&1 || true
+    fi
+fi
+
+{
+    echo "mok GPU run $MOK_BENCH_RUN_ID: $num_gpus GPU(s), commit $MOK_COMMIT"
+    echo
+    echo "steps:"
+    for i in "${!step_names[@]}"; do
+        printf "  %-26s %s\n" "${step_names[$i]}" "${step_states[$i]}"
+    done
+    if [[ -n "$test_summary" ]]; then
+        echo
+        printf "%s" "$test_summary"
+    fi
+    if [[ -f "$sass_report" ]]; then
+        echo
+        echo "sass (per kernel):"
+        sed 's/^/  /' "$sass_report"
+    fi
+    if [[ ${#result_files[@]} -gt 0 && -n "$python" ]]; then
+        echo
+        echo "results:"
+        "$python" bench/report.py "$results_dir" --run-id "$MOK_BENCH_RUN_ID" --summary 2>&1 | sed 's/^/  /'
+    fi
+} >"$summary_file"
+
+if [[ -n "${OUT:-}" && $dry_run -eq 0 ]]; then
+    mkdir -p "$OUT"
+    tar -czf "$OUT/mok-gpu-run-$MOK_BENCH_RUN_ID.tar.gz" -C "$build_dir/runs" "$MOK_BENCH_RUN_ID"
+    cp "$summary_file" "$OUT/summary.txt"
+fi
+
+echo
+cat "$summary_file"
+exit $any_failed
