@@ -261,23 +261,23 @@ tolerance::Verdict check_dgrad_down(const Problem& p) {
     return check.verdict();
 }
 
-// A weight gradient run fresh (bf16) into `fresh`, at sampled (expert, m, n): the sum over the expert's rows of
-// a[r][m] * b[r][n], a: [rows, a_stride] from column a_offset, b: [rows, n_extent].
+// A weight gradient run fresh (bf16) into `fresh`, at sampled (m, n) of one expert: the sum over the expert's
+// rows of a[r][m] * b[r][n], a: [rows, a_stride] from column a_offset, b: [rows, n_extent].
 tolerance::Verdict check_weight_grad(const Problem& p, const __nv_bfloat16* a, int64_t a_stride, int64_t a_offset,
                                      const __nv_bfloat16* b, int64_t m_extent, int64_t n_extent,
                                      const __nv_bfloat16* fresh) {
-    constexpr int kSamples = 24;
+    constexpr int kSamples = 48;
     SampledCheck check;
     std::mt19937 rng(static_cast<uint32_t>(m_extent * 7 + n_extent));
     const int32_t rows_per_expert = p.rows / p.num_experts;
+    const int64_t e = std::uniform_int_distribution<int64_t>(0, p.num_experts - 1)(rng);
+    const std::vector<float> a_rows =
+        host_floats(a, static_cast<size_t>(e) * rows_per_expert * a_stride, static_cast<size_t>(rows_per_expert) * a_stride);
+    const std::vector<float> b_rows =
+        host_floats(b, static_cast<size_t>(e) * rows_per_expert * n_extent, static_cast<size_t>(rows_per_expert) * n_extent);
     for (int s = 0; s < kSamples; ++s) {
-        const int64_t e = std::uniform_int_distribution<int64_t>(0, p.num_experts - 1)(rng);
         const int64_t m = std::uniform_int_distribution<int64_t>(0, m_extent - 1)(rng);
         const int64_t n = std::uniform_int_distribution<int64_t>(0, n_extent - 1)(rng);
-        const std::vector<float> a_rows =
-            host_floats(a, static_cast<size_t>(e) * rows_per_expert * a_stride, rows_per_expert * a_stride);
-        const std::vector<float> b_rows =
-            host_floats(b, static_cast<size_t>(e) * rows_per_expert * n_extent, rows_per_expert * n_extent);
         Dot d;
         for (int32_t r = 0; r < rows_per_expert; ++r) {
             d.add(a_rows[r * a_stride + a_offset + m], b_rows[r * n_extent + n]);
