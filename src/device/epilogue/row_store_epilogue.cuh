@@ -33,13 +33,13 @@ __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, co
         stage_fragment<kGroupsPerPass>(staging, f, 0,
                                        [&](int i, int x) { return acc[(pass * kGroupsPerPass + i) * 4 + x]; });
         staging_barrier(wg);
-        store_staged_rows(staging, thread_in_wg, 0, kChunksPerRow, out.num_cols - col, [&](int row) -> __nv_bfloat16* {
-            if (row >= rows_here) {
-                return nullptr;
-            }
-            const int32_t dest = out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
-            return dest >= 0 ? out.out + dest * out.ld + col : nullptr;
-        });
+        store_staged_rows(staging, thread_in_wg, 0, kChunksPerRow, out.num_cols - col, out.out + col, out.ld,
+                          [&](int row) -> int32_t {
+                              if (row >= rows_here) {
+                                  return -1;
+                              }
+                              return out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
+                          });
         staging_barrier(wg);
     }
 }

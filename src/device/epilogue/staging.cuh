@@ -60,24 +60,37 @@ __device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment&
     }
 }
 
-// Stores the staged rows: dest(row) gives the global address of staging column 0 of `row` (or nullptr to skip
-// the row); only chunks whose first column is below `num_cols` are stored (widths are multiples of 8, so a
-// chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored.
-template <typename DestFn>
+// Stores the staged rows to base + dest_row(row) * ld: dest_row(row) gives each staged row's destination row
+// (negative to skip it); only chunks whose first column is below `num_cols` are stored (widths are multiples
+// of 8, so a chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored, staging chunk
+// chunk_begin going to column 0 of base. Every destination is looked up before the first store: dest_row may
+// read global memory (a row map), and a load issued after a store would wait for it.
+template <typename DestRowFn>
 __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread_in_wg, int chunk_begin,
-                                                  int chunk_end, int num_cols, DestFn&& dest) {
+                                                  int chunk_end, int num_cols, __nv_bfloat16* base, int64_t ld,
+                                                  DestRowFn&& dest_row) {
+    // Items (16-byte chunks) per thread, handled in batches of kBatch: a batch's lookups, then its stores.
+    constexpr int kMaxItems = gemm::WGMMA_M * kChunksPerRow / gemm::kThreadsPerWarpgroup;
+    constexpr int kBatch = 4;
     const int chunks_per_row = chunk_end - chunk_begin;
     const int num_chunks = gemm::WGMMA_M * chunks_per_row;
-    for (int c = thread_in_wg; c < num_chunks; c += gemm::kThreadsPerWarpgroup) {
-        const int row = c / chunks_per_row;
-        const int chunk = chunk_begin + c % chunks_per_row;
-        if ((chunk - chunk_begin) * kElementsPerChunk >= num_cols) {
-            continue;
+#pragma unroll 1
+    for (int first = 0; first < kMaxItems; first += kBatch) {
+        int32_t dest[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int c = thread_in_wg + (first + j) * gemm::kThreadsPerWarpgroup;
+            dest[j] = c < num_chunks ? dest_row(c / chunks_per_row) : -1;
         }
-        __nv_bfloat16* out = dest(row);
-        if (out != nullptr) {
-            const uint4 v = *reinterpret_cast<const uint4*>(staging + staging_offset(row, chunk));
-            *reinterpret_cast<uint4*>(out + (chunk - chunk_begin) * kElementsPerChunk) = v;
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int c = thread_in_wg + (first + j) * gemm::kThreadsPerWarpgroup;
+            const int chunk = chunk_begin + c % chunks_per_row;
+            const int col = (chunk - chunk_begin) * kElementsPerChunk;
+            if (dest[j] >= 0 && col < num_cols) {
+                const uint4 v = *reinterpret_cast<const uint4*>(staging + staging_offset(c / chunks_per_row, chunk));
+                *reinterpret_cast<uint4*>(base + dest[j] * ld + col) = v;
+            }
         }
     }
 }

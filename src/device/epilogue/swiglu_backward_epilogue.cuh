@@ -56,24 +56,32 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
 
 #pragma unroll
     for (int pass = 0; pass < kGroups / kGroupsPerPass; ++pass) {
+        // The pass's g and u first, all loads in flight together: interleaved with the staging stores, each load
+        // would wait for the store before it (the compiler cannot prove they do not alias).
+        __nv_bfloat162 g2[kGroupsPerPass][2];
+        __nv_bfloat162 u2[kGroupsPerPass][2];
 #pragma unroll
         for (int i = 0; i < kGroupsPerPass; ++i) {
-            const int group = pass * kGroupsPerPass + i;
-            const int col = col_begin + group * 8 + f.col;
+            const int col = col_begin + (pass * kGroupsPerPass + i) * 8 + f.col;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int row = f.row + half * 8;
-                float g[2] = {0.0f, 0.0f};
-                float u[2] = {0.0f, 0.0f};
+                g2[i][half] = u2[i][half] = __floats2bfloat162_rn(0.0f, 0.0f);
                 if (row_valid[half] && col < out.width) {
                     const __nv_bfloat16* src = out.gu + (first_row + row) * gu_stride + col;
-                    const __nv_bfloat162 g2 = *reinterpret_cast<const __nv_bfloat162*>(src);
-                    const __nv_bfloat162 u2 = *reinterpret_cast<const __nv_bfloat162*>(src + out.width);
-                    g[0] = __low2float(g2);
-                    g[1] = __high2float(g2);
-                    u[0] = __low2float(u2);
-                    u[1] = __high2float(u2);
+                    g2[i][half] = *reinterpret_cast<const __nv_bfloat162*>(src);
+                    u2[i][half] = *reinterpret_cast<const __nv_bfloat162*>(src + out.width);
                 }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kGroupsPerPass; ++i) {
+            const int group = pass * kGroupsPerPass + i;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int row = f.row + half * 8;
+                const float g[2] = {__low2float(g2[i][half]), __high2float(g2[i][half])};
+                const float u[2] = {__low2float(u2[i][half]), __high2float(u2[i][half])};
                 float dg[2];
                 float du[2];
 #pragma unroll
@@ -97,11 +105,8 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         const int col = col_begin + pass * kGroupsPerPass * 8;
         for (int which = 0; which < 2; ++which) {
             store_staged_rows(staging, thread_in_wg, which * kGroupsPerPass, (which + 1) * kGroupsPerPass,
-                              out.width - col, [&](int row) -> __nv_bfloat16* {
-                                  return row < rows_here
-                                             ? out.dgu + (first_row + row) * gu_stride + which * out.width + col
-                                             : nullptr;
-                              });
+                              out.width - col, out.dgu + which * out.width + col, gu_stride,
+                              [&](int row) -> int32_t { return row < rows_here ? first_row + row : -1; });
         }
         staging_barrier(wg);
     }

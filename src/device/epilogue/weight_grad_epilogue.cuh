@@ -36,8 +36,14 @@ __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out
             return;  // nothing to add; leaves main_grad's bits (and its signed zeros) untouched
         }
     }
+    // Loads and stores go in batches of kBatch column groups: all of a batch's main_grad loads are issued before
+    // any of its stores, because the compiler cannot prove that a store does not alias a later load and would
+    // otherwise wait out a full memory latency for every pair of columns.
+    constexpr int kGroups = gemm::BLOCK_N / 8;
+    constexpr int kBatch = 16;
     const Fragment f = Fragment::of_thread(thread_in_wg);
     const int64_t expert_offset = static_cast<int64_t>(tile.expert) * out.num_rows * out.num_cols;
+    const bool has_rows = tile.num_rows > 0;  // an expert with no rows never ran the K loop: its gradient is 0
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int row = row_begin + wg * gemm::WGMMA_M + f.row + half * 8;
@@ -46,21 +52,41 @@ __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out
         }
         const int64_t row_offset = expert_offset + static_cast<int64_t>(row) * out.num_cols;
 #pragma unroll
-        for (int group = 0; group < gemm::BLOCK_N / 8; ++group) {
-            const int col = tile.n_idx * gemm::BLOCK_N + group * 8 + f.col;
-            if (col >= out.num_cols) {
-                continue;
+        for (int batch = 0; batch < kGroups / kBatch; ++batch) {
+            float2 value[kBatch];
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i) {
+                const int group = batch * kBatch + i;
+                value[i] = has_rows ? make_float2(acc[group * 4 + half * 2], acc[group * 4 + half * 2 + 1])
+                                    : make_float2(0.0f, 0.0f);
             }
-            // An expert with no rows never ran the K loop: its gradient is zero, whatever the registers hold.
-            const float v0 = tile.num_rows > 0 ? acc[group * 4 + half * 2] : 0.0f;
-            const float v1 = tile.num_rows > 0 ? acc[group * 4 + half * 2 + 1] : 0.0f;
-            if constexpr (kMode == WeightGradMode::kFresh) {
-                auto* dst = static_cast<__nv_bfloat16*>(out.out) + row_offset + col;
-                *reinterpret_cast<uint32_t*>(dst) = pack_bf16x2(v0, v1);
-            } else {
-                auto* dst = reinterpret_cast<float2*>(static_cast<float*>(out.out) + row_offset + col);
-                const float2 old = *dst;
-                *dst = make_float2(fp32::add(old.x, v0), fp32::add(old.y, v1));
+            const int first_col = tile.n_idx * gemm::BLOCK_N + batch * kBatch * 8 + f.col;
+            if constexpr (kMode == WeightGradMode::kAccumulate) {
+                float2 old[kBatch];
+#pragma unroll
+                for (int i = 0; i < kBatch; ++i) {
+                    const int col = first_col + i * 8;
+                    old[i] = col < out.num_cols ? *reinterpret_cast<const float2*>(static_cast<const float*>(out.out) +
+                                                                                   row_offset + col)
+                                                : make_float2(0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int i = 0; i < kBatch; ++i) {
+                    value[i] = make_float2(fp32::add(old[i].x, value[i].x), fp32::add(old[i].y, value[i].y));
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i) {
+                const int col = first_col + i * 8;
+                if (col >= out.num_cols) {
+                    continue;
+                }
+                if constexpr (kMode == WeightGradMode::kFresh) {
+                    *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(out.out) + row_offset + col) =
+                        pack_bf16x2(value[i].x, value[i].y);
+                } else {
+                    *reinterpret_cast<float2*>(static_cast<float*>(out.out) + row_offset + col) = value[i];
+                }
             }
         }
     }
