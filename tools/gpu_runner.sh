@@ -15,6 +15,7 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
 
   --tests            run the GPU test suite (ctest -L gpu)
   --cpu-tests        also run the CPU test suite (ctest -L cpu)
+  --test-filter RE   run only the tests whose names match RE (ctest -R)
   --bench LIST       comma list of: ceilings, gemm, transport, layer, baselines-gemm, baselines-layer,
                      baselines-a2a, all
   --quick            benchmarks run their representative subset with fewer repetitions
@@ -46,10 +47,12 @@ build_dir="build-gpu"
 step_timeout=900
 dry_run=0
 selected=0
+test_filter=""
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --tests) run_tests=1; selected=1 ;;
+        --test-filter) test_filter="$2"; shift ;;
         --cpu-tests) run_cpu_tests=1; run_tests=1; selected=1 ;;
         --bench) bench_list="${2:?--bench needs a list}"; selected=1; shift ;;
         --quick) mode_args=(--quick) ;;
@@ -231,7 +234,8 @@ ctest_counts() {
 
 run_tests_labelled() {
     local label="$1"
-    run_step "tests-$label" ctest --test-dir "$build_dir" -L "$label" --output-on-failure --timeout 600
+    run_step "tests-$label" ctest --test-dir "$build_dir" -L "$label" --output-on-failure --timeout 600 \
+        ${test_filter:+-R "$test_filter"}
     if [[ $dry_run -eq 0 ]]; then
         test_summary+="tests ($label): $(ctest_counts "$logs_dir/tests-$label.log")"$'\n'
     fi

@@ -1,0 +1,19 @@
+// The same-run reference for the transport's bandwidth: a plain SM copy kernel that pulls bytes from the peer
+// rank's symmetric window with 16-byte loads, the way the brief's ceiling measurement did (1024 threads per
+// block, four loads in flight per thread), on the same number of SMs as the transport.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "device/comm/peers.hpp"
+
+namespace mok::bench::transport {
+
+// Copies `bytes` (a multiple of 16) from byte `src_offset` of rank `peer`'s window into local `dst`.
+void enqueue_sm_pull_copy(const comm::NcclPeers& peers, int32_t peer, uint64_t src_offset, void* dst, size_t bytes,
+                          int32_t num_blocks, cudaStream_t stream);
+
+}  // namespace mok::bench::transport

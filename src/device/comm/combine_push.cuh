@@ -1,0 +1,145 @@
+// Push combine: the expert owner sends each output row to the rank that owns the row's token, into a private
+// combine row per (token, slot), and flags it. Forward: expert outputs; backward: dx rows plus the router-weight
+// gradient of the slot. The source then reduces in the contract's fixed order (combine_reduce.cuh).
+//
+// Ordering, per tile t of the owner's row space:
+//   1. load gate: when the producer publishes per tile (out_ready != nullptr), out_ready[t] >= this pass's
+//      sequence (acquire at GPU scope), then a proxy fence so the bulk loads see its rows;
+//   2. rows go shared -> the source's combine_rows[token * k + slot] with bulk stores; no wait is needed on the
+//      destination: a source reuses its combine rows only for a later pass, which it starts only after its
+//      combine of this pass finished (docs/transport.md, "Why the combine rows can be shared");
+//   3. after the tile's stores completed (and lane 0's proxy fence): the router-weight gradients are stored with
+//      plain stores, then every lane issues one release fence at system scope and stores the per-row flags
+//      combine_ready[token * k + slot] = sequence with relaxed stores: one fence per lane instead of one per row;
+//   4. out_free[t] = sequence (release, GPU scope) hands the output rows back to their producer.
+// Pushing keeps the source's waits local: it polls flags in its own memory.
+#pragma once
+
+#include <cstdint>
+
+#include "common/device_status.hpp"
+#include "device/comm/copy_geometry.hpp"
+#include "device/comm/row_pipeline.cuh"
+#include "device/comm/signals.cuh"
+#include "device/common/bounded_wait.cuh"
+#include "device/layout/transport_layout.hpp"
+#include "device/ptx/atomics.cuh"
+#include "plan/routing_plan.hpp"
+
+namespace mok::comm {
+
+template <typename Peers>
+struct PushParams {
+    Peers peers;
+    layout::SymmetricLayout window;     // window offsets, the same on every rank
+    layout::TransportPass pass;         // kForward pushes expert outputs; kBackwardGrads dx rows and d weights
+    const plan::RowSource* row_source;  // [capacity_rows] this rank's plan
+    const int32_t* owner_padded_rows;   // [R]
+    const char* out_rows;               // [out_ring_rows, H] bf16: output of owner row r at r mod out_ring_rows
+    int64_t out_ring_rows;              // a multiple of 128 (or at least the padded rows, for no ring)
+    const uint64_t* out_ready;          // [capacity_rows / 128] or nullptr: the producer's per-tile readiness
+    uint64_t* out_free;                 // [capacity_rows / 128] or nullptr: set here once a tile was sent
+    const float* weight_grads;          // [out_ring_rows] or nullptr: d router weight of owner row r (backward)
+    const layout::TransportControl* control;
+    device::WaitContext ctx;
+};
+
+template <typename Peers>
+__device__ __forceinline__ int64_t push_num_tiles(const PushParams<Peers>& p) {
+    return p.owner_padded_rows[p.peers.rank] / kTileRows;
+}
+
+template <typename Peers>
+class PushPolicy {
+  public:
+    __device__ PushPolicy(const PushParams<Peers>& p)
+        : p_(p), sequence_(layout::pass_sequence(p.control->step, p.pass)), row_bytes_(p.window.shape.row_bytes()) {}
+
+    __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
+        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+            rows[r] = p_.row_source[tile * kTileRows + r];
+        }
+    }
+
+    // Load gate: the producer of the tile's output rows published them (when it publishes per tile).
+    __device__ bool load_gate_open(int64_t tile, const plan::RowSource*, uint32_t lane) const {
+        if (p_.out_ready == nullptr) {
+            return true;
+        }
+        bool open = true;
+        if (lane == 0) {
+            open = flag_reached_gpu(&p_.out_ready[tile], sequence_);
+            if (open) {
+                // The bulk loads that follow (async proxy) read rows the producer wrote before its release.
+                ptx::fence_proxy_async_global();
+            }
+        }
+        return warp_uniform(open);
+    }
+
+    __device__ bool wait_load_gate(int64_t tile, const plan::RowSource*, uint32_t lane) const {
+        bool ok = true;
+        if (lane == 0) {
+            ok = wait_flag_gpu(p_.ctx, WaitSite::kRowsReady, &p_.out_ready[tile], sequence_);
+            ptx::fence_proxy_async_global();
+        }
+        return warp_uniform(ok);
+    }
+
+    // Store gate: none; each (token, slot) has its private combine row.
+    __device__ bool store_gate_open(int64_t, uint32_t) const { return true; }
+    __device__ bool wait_store_gate(int64_t, uint32_t) const { return true; }
+
+    __device__ const void* load_src(int64_t tile, plan::RowSource, uint32_t row_in_tile) const {
+        const int64_t row = tile * kTileRows + row_in_tile;
+        return p_.out_rows + (row % p_.out_ring_rows) * row_bytes_;
+    }
+
+    __device__ void* store_dst(int64_t, plan::RowSource row, uint32_t) const {
+        return p_.peers.peer_ptr(row.src_rank, p_.window.combine_row(row.token_slot));
+    }
+
+    __device__ void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
+        if (p_.weight_grads != nullptr) {
+            for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+                if (!rows[r].is_padding()) {
+                    const int64_t row = tile * kTileRows + r;
+                    float* dst = static_cast<float*>(
+                        p_.peers.peer_ptr(rows[r].src_rank, p_.window.weight_grad_of(rows[r].token_slot)));
+                    *dst = p_.weight_grads[row % p_.out_ring_rows];
+                }
+            }
+        }
+        // Every lane now releases: lane 0's completed bulk stores and the lanes' gradient stores are ordered
+        // (through the warp barrier, then this cumulative fence) before the flags stored below.
+        __syncwarp();
+        ptx::fence_acq_rel_sys();
+        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+            if (!rows[r].is_padding()) {
+                uint64_t* flag = static_cast<uint64_t*>(
+                    p_.peers.peer_ptr(rows[r].src_rank, p_.window.combine_ready_of(rows[r].token_slot)));
+                ptx::st_relaxed_sys(flag, sequence_);
+            }
+        }
+        if (lane == 0 && p_.out_free != nullptr) {
+            // Lane 0 observed every bulk load of the tile complete (mbarrier acquire): the rows may be reused.
+            ptx::st_release_gpu(&p_.out_free[tile], sequence_);
+        }
+    }
+
+  private:
+    const PushParams<Peers>& p_;
+    const uint64_t sequence_;
+    const int64_t row_bytes_;
+};
+
+// Pushes `tiles` of this rank's output rows to their sources; the calling warp must be converged.
+template <typename Peers>
+__device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowPipelineStorage& storage,
+                                           RowPipelineState& state, const TileRange& tiles) {
+    const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
+    PushPolicy<Peers> policy(p);
+    return run_row_pipeline(storage, state, geometry, policy, tiles, p.ctx);
+}
+
+}  // namespace mok::comm

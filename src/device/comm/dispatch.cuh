@@ -1,0 +1,187 @@
+// Pull dispatch: the expert owner copies its routed rows from the source ranks' symmetric windows into its token
+// ring, tile by tile, and publishes each tile's readiness for the GEMM.
+//
+// Row r of the owner's row space (the plan's row_source[r] names its source rank and token) lands in ring slot
+// r mod ring_rows. Ordering, per tile t (rows [128 t, 128 t + 128)):
+//   1. before loading: for each source rank not yet seen, wait until it announced its rows for this step
+//      (route_ready[step parity][source] >= step for x rows, grads_ready[source] >= step for dy rows; relaxed
+//      polls + acquire fence at system scope), then a proxy fence so the bulk loads see the rows;
+//   2. before storing into the ring: when t >= ring_tiles, wait until tile t - ring_tiles (same slots, previous
+//      lap) was released by its consumer (ring_free >= this pass's sequence; acquire at GPU scope), then a proxy
+//      fence so the bulk stores come after the consumer's reads;
+//   3. after the tile's stores completed: ring_ready[t] = sequence (release at GPU scope). A consumer waits for it
+//      with wait_ring_tile (device/comm/ring.cuh).
+// Pulling keeps the owner's NVLink reads in its own hands: an imbalanced owner pulls at its own pace, and no
+// cross-GPU completion flag is needed for the data (the bulk loads complete on a local mbarrier).
+#pragma once
+
+#include <cstdint>
+
+#include "common/device_status.hpp"
+#include "device/comm/copy_geometry.hpp"
+#include "device/comm/row_pipeline.cuh"
+#include "device/comm/signals.cuh"
+#include "device/common/bounded_wait.cuh"
+#include "device/layout/transport_layout.hpp"
+#include "device/ptx/atomics.cuh"
+#include "plan/routing_plan.hpp"
+
+namespace mok::comm {
+
+// Source-rank masks are 64-bit words: the EP group has at most this many ranks (checked on the host).
+inline constexpr int32_t kMaxEpRanks = 64;
+
+template <typename Peers>
+struct DispatchParams {
+    Peers peers;
+    layout::SymmetricLayout window;  // window offsets, the same on every rank
+    layout::TransportPass pass;      // kBackwardGrads pulls dy rows; the others pull x rows
+    int32_t top_k;
+    const plan::RowSource* row_source;  // [capacity_rows] this rank's plan
+    const int32_t* owner_padded_rows;   // [R] this rank's entry bounds its tiles
+    char* ring_rows;                    // [ring_rows, H] bf16, the destination
+    int64_t ring_rows_count;            // rows in the ring, a multiple of 128
+    uint64_t* ring_ready;               // [capacity_rows / 128] written here
+    const uint64_t* ring_free;          // [capacity_rows / 128] written by the consumer
+    const layout::TransportControl* control;
+    device::WaitContext ctx;
+};
+
+// Tiles of this rank's row space: the plan's padded rows over 128 (read from device memory, so the grid can be
+// sized for the worst case and the launch captured in a graph).
+template <typename Peers>
+__device__ __forceinline__ int64_t dispatch_num_tiles(const DispatchParams<Peers>& p) {
+    return p.owner_padded_rows[p.peers.rank] / kTileRows;
+}
+
+template <typename Peers>
+class DispatchPolicy {
+  public:
+    __device__ DispatchPolicy(const DispatchParams<Peers>& p)
+        : p_(p),
+          step_(p.control->step),
+          sequence_(layout::pass_sequence(step_, p.pass)),
+          row_bytes_(p.window.shape.row_bytes()),
+          ring_tiles_(p.ring_rows_count / kTileRows) {}
+
+    __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
+        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+            rows[r] = p_.row_source[tile * kTileRows + r];
+        }
+    }
+
+    // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it
+    // already observed, so each flag is acquired once per CTA and pass.
+    __device__ bool load_gate_open(int64_t, const plan::RowSource* rows, uint32_t lane) {
+        bool open = true;
+        if (lane == 0) {
+            uint64_t pending = unseen_sources(rows);
+            while (open && pending != 0) {
+                const int32_t src = __ffsll(static_cast<long long>(pending)) - 1;
+                open = flag_reached_sys(source_ready_flag(src), step_);
+                pending &= pending - 1;
+                sources_seen_ |= open ? uint64_t{1} << src : 0;
+            }
+            if (open) {
+                // The bulk loads that follow (async proxy) read rows the sources wrote with generic stores.
+                ptx::fence_proxy_async_global();
+            }
+        }
+        return warp_uniform(open);
+    }
+
+    __device__ bool wait_load_gate(int64_t, const plan::RowSource* rows, uint32_t lane) {
+        bool ok = true;
+        if (lane == 0) {
+            uint64_t pending = unseen_sources(rows);
+            while (ok && pending != 0) {
+                const int32_t src = __ffsll(static_cast<long long>(pending)) - 1;
+                ok = wait_flag_sys(p_.ctx, WaitSite::kRoutingExchange, source_ready_flag(src), step_);
+                pending &= pending - 1;
+                sources_seen_ |= ok ? uint64_t{1} << src : 0;
+            }
+            ptx::fence_proxy_async_global();
+        }
+        return warp_uniform(ok);
+    }
+
+    // Store gate: the ring slots of this tile were freed by the previous lap's consumer.
+    __device__ bool store_gate_open(int64_t tile, uint32_t lane) const {
+        if (tile < ring_tiles_) {
+            return true;
+        }
+        bool open = true;
+        if (lane == 0) {
+            open = flag_reached_gpu(&p_.ring_free[tile - ring_tiles_], sequence_);
+            if (open) {
+                // The bulk stores that follow (async proxy) overwrite rows the consumer read: after its release.
+                ptx::fence_proxy_async_global();
+            }
+        }
+        return warp_uniform(open);
+    }
+
+    __device__ bool wait_store_gate(int64_t tile, uint32_t lane) const {
+        bool ok = true;
+        if (lane == 0) {
+            ok = wait_flag_gpu(p_.ctx, WaitSite::kRingSlotFree, &p_.ring_free[tile - ring_tiles_], sequence_);
+            ptx::fence_proxy_async_global();
+        }
+        return warp_uniform(ok);
+    }
+
+    __device__ const void* load_src(int64_t, plan::RowSource row, uint32_t) const {
+        const int64_t token = row.token_slot / p_.top_k;
+        const uint64_t offset =
+            p_.pass == layout::TransportPass::kBackwardGrads ? p_.window.grad_row(token) : p_.window.token_row(token);
+        return p_.peers.peer_ptr(row.src_rank, offset);
+    }
+
+    __device__ void* store_dst(int64_t tile, plan::RowSource, uint32_t row_in_tile) const {
+        const int64_t row = tile * kTileRows + row_in_tile;
+        return p_.ring_rows + (row % p_.ring_rows_count) * row_bytes_;
+    }
+
+    // The tile's rows are in the ring (stores complete, proxy fence issued by lane 0): publish them.
+    __device__ void finish_tile(int64_t tile, const plan::RowSource*, uint32_t lane) const {
+        if (lane == 0) {
+            ptx::st_release_gpu(&p_.ring_ready[tile], sequence_);
+        }
+    }
+
+  private:
+    // Source ranks of the tile's data rows that lane 0 has not observed yet, as a mask.
+    __device__ uint64_t unseen_sources(const plan::RowSource* rows) const {
+        uint64_t mask = 0;
+        for (uint32_t r = 0; r < kTileRows; ++r) {
+            mask |= rows[r].is_padding() ? 0 : uint64_t{1} << rows[r].src_rank;
+        }
+        return mask & ~sources_seen_;
+    }
+
+    __device__ const uint64_t* source_ready_flag(int32_t src) const {
+        const uint64_t offset = p_.pass == layout::TransportPass::kBackwardGrads
+                                    ? p_.window.grads_ready_of(src)
+                                    : p_.window.route_ready_of(static_cast<int32_t>(step_ & 1), src);
+        return static_cast<const uint64_t*>(p_.peers.peer_ptr(p_.peers.rank, offset));
+    }
+
+    const DispatchParams<Peers>& p_;
+    const uint64_t step_;
+    const uint64_t sequence_;
+    const int64_t row_bytes_;
+    const int64_t ring_tiles_;
+    uint64_t sources_seen_ = 0;  // lane 0's record of the sources whose announcement it already observed
+};
+
+// Dispatches `tiles` of this rank's row space; the calling warp must be converged. The megakernel's
+// communication warps call this with their share of the tiles; dispatch_kernel below is the standalone form.
+template <typename Peers>
+__device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, RowPipelineStorage& storage,
+                                               RowPipelineState& state, const TileRange& tiles) {
+    const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
+    DispatchPolicy<Peers> policy(p);
+    return run_row_pipeline(storage, state, geometry, policy, tiles, p.ctx);
+}
+
+}  // namespace mok::comm

@@ -1,0 +1,156 @@
+// Standalone kernels of the data movement: pull dispatch, push combine and the source's combine reduction.
+// Each is a thin wrapper that hands a block its share of the work and calls the device component; the fused
+// megakernel calls the same components from its communication warps.
+#include <string>
+
+#include "device/comm/combine_push.cuh"
+#include "device/comm/combine_reduce.cuh"
+#include "device/comm/dispatch.cuh"
+#include "device/comm/launch_support.cuh"
+#include "device/comm/row_pipeline.cuh"
+#include "device/comm/signals.cuh"
+
+namespace mok::comm {
+namespace {
+
+// One warp per block: the pipeline is driven by one warp. Its shared-memory stages (kRowPipelineSmemBytes) allow
+// one block per SM, which the launch bounds tell ptxas, so that it does not trade registers for an occupancy the
+// shared memory rules out.
+constexpr int kPipelineBlocksPerSm = 1;
+
+template <typename Peers>
+__global__ void __launch_bounds__(kWarpSize, kPipelineBlocksPerSm)
+    dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set) {
+    extern __shared__ uint8_t dynamic_smem[];
+    const BlockSlice slice = block_slice(set);
+    const DispatchParams<Peers>& p = set.ranks[slice.rank_slot];
+    if (warp_uniform(step_failed(p.ctx))) {
+        return;
+    }
+    RowPipelineStorage& storage = row_pipeline_storage(dynamic_smem);
+    row_pipeline_init(storage);
+    RowPipelineState state;
+    dispatch_tiles(p, storage, state, TileRange{slice.block_idx, dispatch_num_tiles(p), slice.num_blocks});
+}
+
+template <typename Peers>
+__global__ void __launch_bounds__(kWarpSize, kPipelineBlocksPerSm)
+    push_kernel(const __grid_constant__ RankSet<PushParams<Peers>> set) {
+    extern __shared__ uint8_t dynamic_smem[];
+    const BlockSlice slice = block_slice(set);
+    const PushParams<Peers>& p = set.ranks[slice.rank_slot];
+    if (warp_uniform(step_failed(p.ctx))) {
+        return;
+    }
+    RowPipelineStorage& storage = row_pipeline_storage(dynamic_smem);
+    row_pipeline_init(storage);
+    RowPipelineState state;
+    push_tiles(p, storage, state, TileRange{slice.block_idx, push_num_tiles(p), slice.num_blocks});
+}
+
+__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ RankSet<CombineParams> set) {
+    const BlockSlice slice = block_slice(set);
+    const CombineParams& p = set.ranks[slice.rank_slot];
+    if (__syncthreads_or(step_failed(p.ctx))) {
+        return;
+    }
+    const int64_t tokens = p.layout.shape.tokens_per_rank;
+    const int64_t begin = static_cast<int64_t>(slice.block_idx) * kCombineTokensPerBlock;
+    const int64_t end = begin + kCombineTokensPerBlock < tokens ? begin + kCombineTokensPerBlock : tokens;
+    combine_tokens(p, begin, end);
+}
+
+Status check_blocks(int32_t blocks_per_rank) {
+    if (blocks_per_rank < 1) {
+        return Status::invalid_argument("transport blocks_per_rank", "at least one block per rank");
+    }
+    return Status::ok();
+}
+
+template <typename Kernel>
+Status allow_pipeline_smem(Kernel kernel) {
+    return cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kRowPipelineSmemBytes)),
+                       "cudaFuncSetAttribute(row pipeline shared memory)");
+}
+
+}  // namespace
+
+template <typename Peers>
+Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass pass, layout::RingId ring,
+                        int32_t blocks_per_rank, cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(validate_group(group));
+    MOK_RETURN_IF_ERROR(check_blocks(blocks_per_rank));
+    const auto set = rank_set<DispatchParams<Peers>>(
+        group, blocks_per_rank, [&](int32_t slot) { return dispatch_params(group, slot, pass, ring); });
+    MOK_RETURN_IF_ERROR(allow_pipeline_smem(dispatch_kernel<Peers>));
+    dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kWarpSize, kRowPipelineSmemBytes, stream>>>(set);
+    return launch_status("dispatch_kernel");
+}
+
+template <typename Peers>
+Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass, const PushSource* sources,
+                    int32_t blocks_per_rank, cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(validate_group(group));
+    MOK_RETURN_IF_ERROR(check_blocks(blocks_per_rank));
+    for (int32_t slot = 0; slot < group.num_ranks; ++slot) {
+        const PushSource& source = sources[slot];
+        // Without per-tile flags the rows must all be there already: no ring.
+        const int64_t min_rows =
+            source.out_ready != nullptr ? kMinRingTiles * kTileRows : group.local.plan.capacity_rows;
+        if (source.out_rows == nullptr || source.out_ring_rows < min_rows || source.out_ring_rows % kTileRows != 0) {
+            return Status::invalid_argument("transport push sources[" + std::to_string(slot) + "]",
+                                            "output rows in a ring of a multiple of 128 rows, of at least " +
+                                                std::to_string(min_rows) +
+                                                " rows (one tile with per-tile flags, the schedule capacity without)");
+        }
+    }
+    const auto set = rank_set<PushParams<Peers>>(
+        group, blocks_per_rank, [&](int32_t slot) { return push_params(group, slot, pass, sources[slot]); });
+    MOK_RETURN_IF_ERROR(allow_pipeline_smem(push_kernel<Peers>));
+    push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kWarpSize, kRowPipelineSmemBytes, stream>>>(set);
+    return launch_status("push_kernel");
+}
+
+template <typename Peers>
+Status enqueue_combine(const LaunchGroup<Peers>& group, layout::TransportPass pass, const CombineTarget* targets,
+                       cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(validate_group(group));
+    if (pass == layout::TransportPass::kBackwardReplay) {
+        return Status::invalid_argument("transport combine pass", "kForward or kBackwardGrads");
+    }
+    for (int32_t slot = 0; slot < group.num_ranks; ++slot) {
+        const CombineTarget& t = targets[slot];
+        const bool strides_ok = t.out_row_stride >= group.window.shape.hidden && t.out_row_stride % 8 == 0 &&
+                                (t.num_shared == 0 || (t.shared_row_stride >= group.window.shape.hidden &&
+                                                       t.shared_row_stride % 8 == 0 && t.shared_rows != nullptr));
+        const bool grads_ok = pass != layout::TransportPass::kBackwardGrads || t.weight_grads_out != nullptr;
+        if (t.expert_ids == nullptr || t.router_weights == nullptr || t.out == nullptr || t.num_shared < 0 ||
+            !strides_ok || !grads_ok) {
+            return Status::invalid_argument("transport combine targets[" + std::to_string(slot) + "]",
+                                            "ids, weights and outputs, 16-byte aligned rows (strides multiples of 8)");
+        }
+    }
+    const int32_t blocks_per_rank =
+        static_cast<int32_t>(plan::ceil_div(group.window.shape.tokens_per_rank, kCombineTokensPerBlock));
+    const auto set = rank_set<CombineParams>(
+        group, blocks_per_rank, [&](int32_t slot) { return combine_params(group, slot, pass, targets[slot]); });
+    combine_kernel<<<set.num_ranks * blocks_per_rank, kCombineThreads, 0, stream>>>(set);
+    return launch_status("combine_kernel");
+}
+
+// The closed list of providers.
+template Status enqueue_dispatch(const LaunchGroup<VirtualPeers>&, layout::TransportPass, layout::RingId, int32_t,
+                                 cudaStream_t);
+template Status enqueue_dispatch(const LaunchGroup<NcclPeers>&, layout::TransportPass, layout::RingId, int32_t,
+                                 cudaStream_t);
+template Status enqueue_push(const LaunchGroup<VirtualPeers>&, layout::TransportPass, const PushSource*, int32_t,
+                             cudaStream_t);
+template Status enqueue_push(const LaunchGroup<NcclPeers>&, layout::TransportPass, const PushSource*, int32_t,
+                             cudaStream_t);
+template Status enqueue_combine(const LaunchGroup<VirtualPeers>&, layout::TransportPass, const CombineTarget*,
+                                cudaStream_t);
+template Status enqueue_combine(const LaunchGroup<NcclPeers>&, layout::TransportPass, const CombineTarget*,
+                                cudaStream_t);
+
+}  // namespace mok::comm
