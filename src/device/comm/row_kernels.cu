@@ -3,6 +3,7 @@
 // megakernel calls the same components from its communication warps.
 #include <string>
 
+#include "host/cuda/kernel_attributes.hpp"
 #include "device/comm/combine_push.cuh"
 #include "device/comm/combine_reduce.cuh"
 #include "device/comm/dispatch.cuh"
@@ -67,12 +68,6 @@ Status check_blocks(int32_t blocks_per_rank) {
     return Status::ok();
 }
 
-template <typename Kernel>
-Status allow_pipeline_smem(Kernel kernel) {
-    return cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kRowPipelineSmemBytes)),
-                       "cudaFuncSetAttribute(row pipeline shared memory)");
-}
 
 }  // namespace
 
@@ -83,7 +78,7 @@ Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass p
     MOK_RETURN_IF_ERROR(check_blocks(blocks_per_rank));
     const auto set = rank_set<DispatchParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return dispatch_params(group, slot, pass, ring); });
-    MOK_RETURN_IF_ERROR(allow_pipeline_smem(dispatch_kernel<Peers>));
+    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<dispatch_kernel<Peers>>());
     dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kWarpSize, kRowPipelineSmemBytes, stream>>>(set);
     return launch_status("dispatch_kernel");
 }
@@ -107,7 +102,7 @@ Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass,
     }
     const auto set = rank_set<PushParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return push_params(group, slot, pass, sources[slot]); });
-    MOK_RETURN_IF_ERROR(allow_pipeline_smem(push_kernel<Peers>));
+    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<push_kernel<Peers>>());
     push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kWarpSize, kRowPipelineSmemBytes, stream>>>(set);
     return launch_status("push_kernel");
 }

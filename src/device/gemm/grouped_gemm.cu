@@ -9,6 +9,7 @@
 #include "device/gemm/forms/down_form.cuh"
 #include "device/gemm/forms/gate_up_form.cuh"
 #include "device/gemm/forms/weight_grad_forms.cuh"
+#include "host/cuda/kernel_attributes.hpp"
 #include "host/cuda/tensor_map.hpp"
 
 namespace mok::gemm {
@@ -26,7 +27,7 @@ Status cuda_status(cudaError_t error, const char* what) {
 // (rows, cols) row-major with `ld` elements between rows, loaded in boxes of (box_rows, box_cols).
 Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_cols, uint32_t box_rows,
                 CUtensorMap* out) {
-    cuda::TensorMapSpec spec;
+    host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 2;
     spec.dims[0] = static_cast<uint64_t>(cols);
@@ -34,13 +35,13 @@ Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32
     spec.strides_bytes[0] = static_cast<uint64_t>(ld) * kBf16;
     spec.box[0] = box_cols;
     spec.box[1] = box_rows;
-    return cuda::encode_bf16_tensor_map(spec, out);
+    return host::encode_bf16_tensor_map(spec, out);
 }
 
 // (experts, rows, cols) contiguous, loaded in boxes of one expert's (box_rows, box_cols).
 Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols,
                    uint32_t box_rows, CUtensorMap* out) {
-    cuda::TensorMapSpec spec;
+    host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 3;
     spec.dims[0] = static_cast<uint64_t>(cols);
@@ -51,14 +52,14 @@ Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols
     spec.box[0] = box_cols;
     spec.box[1] = box_rows;
     spec.box[2] = 1;
-    return cuda::encode_bf16_tensor_map(spec, out);
+    return host::encode_bf16_tensor_map(spec, out);
 }
 
 // (rows, 2, width): the g|u (or dg|du) pairs, loaded as boxes of (box_rows, one half, box_cols): a box never
 // crosses from the first half into the second, so a K block past `width` reads zeros, not the other half.
 Status map_pairs(const void* base, int64_t rows, int64_t width, uint32_t box_cols, uint32_t box_rows,
                  CUtensorMap* out) {
-    cuda::TensorMapSpec spec;
+    host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 3;
     spec.dims[0] = static_cast<uint64_t>(width);
@@ -69,7 +70,7 @@ Status map_pairs(const void* base, int64_t rows, int64_t width, uint32_t box_col
     spec.box[0] = box_cols;
     spec.box[1] = 1;
     spec.box[2] = box_rows;
-    return cuda::encode_bf16_tensor_map(spec, out);
+    return host::encode_bf16_tensor_map(spec, out);
 }
 
 Status check_shape(const GroupedRowSpace& rows, int32_t hidden, int32_t width, const LaunchConfig& launch) {
@@ -102,11 +103,8 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
     MOK_RETURN_IF_ERROR(
         cuda_status(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
     const int grid = launch.num_sms > 0 && launch.num_sms < num_sms ? launch.num_sms : num_sms;
-    const auto kernel = grouped_gemm_kernel<Form>;
-    MOK_RETURN_IF_ERROR(cuda_status(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kGemmSharedBytes)),
-        "raising the GEMM's shared-memory limit"));
-    kernel<<<grid, kNumThreads, kGemmSharedBytes, launch.stream>>>(params);
+    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<grouped_gemm_kernel<Form>>());
+    grouped_gemm_kernel<Form><<<grid, kNumThreads, kGemmSharedBytes, launch.stream>>>(params);
     return cuda_status(cudaGetLastError(), "launching a grouped GEMM");
 }
 

@@ -2,6 +2,7 @@
 #include "device/comm/launch_support.cuh"
 #include "device/comm/signals.cuh"
 #include "device/plan/device_planner.cuh"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::comm {
 namespace {
@@ -90,9 +91,7 @@ Status enqueue_plan(const LaunchGroup<Peers>& group, cudaStream_t stream) {
     const int32_t count_blocks = shape.ep_size * device_plan::count_groups_per_source(shape);
     const size_t histogram_bytes =
         static_cast<size_t>(device_plan::chunks_per_count_block(shape)) * shape.num_experts * sizeof(int32_t);
-    MOK_RETURN_IF_ERROR(cuda_status(cudaFuncSetAttribute(plan_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                         static_cast<int>(histogram_bytes)),
-                                    "cudaFuncSetAttribute(plan_count_kernel)"));
+    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<plan_count_kernel>());
     auto count_set = rank_set<PlannerParams>(group, count_blocks, make);
     plan_count_kernel<<<count_set.num_ranks * count_blocks, kPlanThreads, histogram_bytes, stream>>>(count_set);
     MOK_RETURN_IF_ERROR(launch_status("plan_count_kernel"));

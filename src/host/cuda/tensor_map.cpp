@@ -5,7 +5,7 @@
 #include <mutex>
 #include <string>
 
-namespace mok::cuda {
+namespace mok::host {
 namespace {
 
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
@@ -56,4 +56,4 @@ Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out) {
     return Status::ok();
 }
 
-}  // namespace mok::cuda
+}  // namespace mok::host

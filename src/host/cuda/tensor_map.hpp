@@ -8,7 +8,7 @@
 
 #include "mok/status.hpp"
 
-namespace mok::cuda {
+namespace mok::host {
 
 // A bf16 tensor of rank 2 or 3 as TMA sees it: dims innermost first, strides in bytes of dims 1.., and the box
 // (the tile one load copies) innermost first. The innermost box dimension must span at most 128 bytes (the
@@ -23,4 +23,4 @@ struct TensorMapSpec {
 
 Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out);
 
-}  // namespace mok::cuda
+}  // namespace mok::host
