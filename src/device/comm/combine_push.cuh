@@ -52,8 +52,6 @@ __device__ __forceinline__ int64_t push_num_tiles(const PushParams<Peers>& p) {
 template <typename Peers>
 class PushPolicy {
   public:
-    static constexpr int32_t kStoreLag = kPushStoreLag;
-
     __device__ PushPolicy(const PushParams<Peers>& p)
         : p_(p), sequence_(layout::pass_sequence(p.control->step, p.pass)), row_bytes_(p.window.shape.row_bytes()) {}
 

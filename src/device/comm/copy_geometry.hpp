@@ -12,30 +12,21 @@
 
 namespace mok::comm {
 
-// Shared-memory staging: kCopyStages buffers of kStageBytes (192 KiB per SM). Stages are split between loads in
-// flight and stores in flight; the copies that cross NVLink get most of them (docs/transport.md, "Tuning").
-inline constexpr int32_t kCopyStages = 12;
+// Shared-memory staging: kCopyStages buffers of kStageBytes. 8 x 16 KiB keeps 64 KiB of loads and 64 KiB of
+// stores in flight per SM, enough to cover NVLink latency at the per-SM bandwidth 12-16 SMs need to fill the
+// link (docs/transport.md, "Tuning").
+inline constexpr int32_t kCopyStages = 8;
 inline constexpr uint32_t kStageBytes = 16384;
-// Bulk-store groups left in flight before a stage is refilled, per direction. Pull dispatch loads from peers and
-// stores locally: its stores finish fast, so it keeps few in flight and gives the rest to remote loads. Push
-// combine loads locally and stores to peers: the other way round.
-inline constexpr int32_t kPullStoreLag = 2;
-inline constexpr int32_t kPushStoreLag = kCopyStages - 2;
+// Bulk-store groups left in flight before a stage is refilled: stages are split between loads in flight
+// (kCopyStages - kStoreLag) and stores in flight (kStoreLag).
+inline constexpr int32_t kStoreLag = 4;
 // Rows per tile: the GEMM M tile, the grain of every readiness flag.
 inline constexpr int32_t kTileRows = plan::kExpertRowAlignment;
 // Alignment and size granule of bulk copies.
 inline constexpr uint32_t kCopyGranule = 16;
 // At most this many rows share a unit, so that a tile has at least kCopyStages units: the pipeline's lookahead
-// then never spans more than two tiles, and two tiles of row metadata in shared memory suffice. A power of two,
-// so that units never straddle a tile.
-constexpr int32_t largest_power_of_two_at_most(int32_t n) {
-    int32_t p = 1;
-    while (p * 2 <= n) {
-        p *= 2;
-    }
-    return p;
-}
-inline constexpr int32_t kMaxRowsPerUnit = largest_power_of_two_at_most(kTileRows / kCopyStages);
+// then never spans more than two tiles, and two tiles of row metadata in shared memory suffice.
+inline constexpr int32_t kMaxRowsPerUnit = kTileRows / kCopyStages;
 
 // Tiles a ring (of dispatched rows, or of output rows feeding the push) must hold at least. One is enough: the
 // row pipeline publishes every tile it holds before it blocks on a gate (row_pipeline.cuh), so tile t never waits
@@ -43,8 +34,7 @@ inline constexpr int32_t kMaxRowsPerUnit = largest_power_of_two_at_most(kTileRow
 // "Token ring").
 inline constexpr int32_t kMinRingTiles = 1;
 
-static_assert(kPullStoreLag > 0 && kPullStoreLag < kCopyStages, "a pipeline needs both loads and stores in flight");
-static_assert(kPushStoreLag > 0 && kPushStoreLag < kCopyStages, "a pipeline needs both loads and stores in flight");
+static_assert(kStoreLag > 0 && kStoreLag < kCopyStages, "the pipeline needs both loads and stores in flight");
 static_assert(kStageBytes % kCopyGranule == 0, "stages hold whole bulk-copy granules");
 static_assert(kMaxRowsPerUnit >= 1, "a tile needs at least one unit per stage");
 

@@ -57,8 +57,6 @@ __device__ __forceinline__ int64_t dispatch_num_tiles(const DispatchParams<Peers
 template <typename Peers>
 class DispatchPolicy {
   public:
-    static constexpr int32_t kStoreLag = kPullStoreLag;
-
     __device__ DispatchPolicy(const DispatchParams<Peers>& p)
         : p_(p),
           step_(p.control->step),

@@ -7,10 +7,9 @@
 //   load  unit v : global -> stage v % kCopyStages, completing on full[stage] (mbarrier, tx-count = bytes)
 //   store unit u : stage -> global, one bulk async-group per unit
 //
-// Loads run up to kCopyStages - kStoreLag units ahead of stores (kStoreLag: the policy's, see copy_geometry.hpp).
-// After committing store u, lane 0 waits until at most kStoreLag groups are pending, so store u - kStoreLag has
-// completed: its stage may take another load, and a tile whose last unit is u - kStoreLag or earlier is complete
-// and is finished (published).
+// Loads run up to kCopyStages - kStoreLag units ahead of stores. After committing store u, lane 0 waits until at
+// most kStoreLag groups are pending, so store u - kStoreLag has completed: its stage may take another load, and a
+// tile whose last unit is u - kStoreLag or earlier is complete and is finished (published).
 //
 // Gates. Before the first load of a tile the policy's load gate must be open (its rows' producers are done), and
 // before the first store of a tile its store gate (its destination is free). A gate is first polled; only when
@@ -29,7 +28,6 @@
 //   void* store_dst(int64_t tile, plan::RowSource row, uint32_t row_in_tile)          lane 0
 //   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        warp, after the tile's
 //        stores completed and lane 0 issued a generic/async proxy fence
-//   static constexpr int32_t kStoreLag                                               bulk-store groups in flight
 // An open gate has already issued the acquire (and proxy) fences its data needs. Padding rows
 // (RowSource::padding()) are never copied.
 //
@@ -52,6 +50,8 @@ namespace mok::comm {
 
 inline constexpr uint32_t kWarpSize = 32;
 inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
+// Loads run ahead of stores by at most this many units: the stages not reserved for stores in flight.
+inline constexpr int32_t kLoadLead = kCopyStages - kStoreLag;
 // Loads never run more than one tile ahead of the finished tiles (a tile has at least kCopyStages units), so
 // the row metadata of two tiles is all the pipeline holds.
 inline constexpr int32_t kTileRowBuffers = 2;
@@ -113,10 +113,6 @@ __device__ __forceinline__ bool warp_uniform(bool lane0_value) {
 
 template <typename Policy>
 class RowPipelineRun {
-    static constexpr int32_t kStoreLag = Policy::kStoreLag;
-    // Loads run ahead of stores by at most this many units: the stages not reserved for stores in flight.
-    static constexpr int32_t kLoadLead = kCopyStages - kStoreLag;
-
   public:
     __device__ RowPipelineRun(RowPipelineStorage& storage, RowPipelineState& state, const CopyGeometry& geometry,
                               Policy& policy, const TileRange& tiles, const device::WaitContext& ctx)
