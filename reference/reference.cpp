@@ -104,8 +104,9 @@ plan::PlanShape plan_shape(const Problem& problem, int rank) {
     shape.tokens_per_rank = s.tokens_per_rank;
     shape.top_k = static_cast<int32_t>(s.top_k);
     shape.num_experts = static_cast<int32_t>(s.num_experts);
-    shape.capacity_rows = plan::schedule_capacity_rows(shape.ep_size, shape.tokens_per_rank, shape.top_k,
-                                                       shape.num_local_experts(), problem.config.schedule_capacity_factor);
+    shape.capacity_rows =
+        plan::schedule_capacity_rows(shape.ep_size, shape.tokens_per_rank, shape.top_k, shape.num_local_experts(),
+                                     problem.config.schedule_capacity_factor);
     shape.minibatch_rows = problem.config.minibatch_rows;
     shape.ring_rows = problem.config.ring_rows;
     return shape;

@@ -41,7 +41,7 @@ inline double relative_error(std::span<const double> a, std::span<const double> 
 
 struct Verdict {
     bool pass = false;
-    double error = 0.0;        // of the result under test, against the oracle
+    double error = 0.0;            // of the result under test, against the oracle
     double reference_error = 0.0;  // of the same-precision reference, against the oracle
     double bound = 0.0;
 

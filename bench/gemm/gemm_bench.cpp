@@ -44,9 +44,9 @@ struct ModelShape {
 
 // The model table of the brief.
 std::vector<ModelShape> model_shapes() {
-    return {{"kimi-k2.7-code", 384, 7168, 2048},     {"glm-5.2", 256, 6144, 2048},
-            {"qwen3.5-397b-a17b", 512, 4096, 1024},  {"deepseek-v4-pro", 384, 7168, 3072},
-            {"deepseek-v3", 256, 7168, 2048},        {"qwen3-235b-a22b", 128, 4096, 1536}};
+    return {{"kimi-k2.7-code", 384, 7168, 2048},    {"glm-5.2", 256, 6144, 2048},
+            {"qwen3.5-397b-a17b", 512, 4096, 1024}, {"deepseek-v4-pro", 384, 7168, 3072},
+            {"deepseek-v3", 256, 7168, 2048},       {"qwen3-235b-a22b", 128, 4096, 1536}};
 }
 
 int32_t groups_for(const ModelShape& shape, int32_t rows_per_expert) {
@@ -123,8 +123,8 @@ struct Problem {
         MOK_BENCH_CHECK_CUDA(cudaMemset(status.get(), 0, status.bytes()));
         MOK_BENCH_CHECK_CUDA(cudaStreamSynchronize(stream));
         const int32_t* t = tables.get();
-        space = {{t, t + 1, t + 1 + rows / kRowAlignment, t + 1 + rows / kRowAlignment + num_experts}, rows,
-                 num_experts};
+        space = {
+            {t, t + 1, t + 1 + rows / kRowAlignment, t + 1 + rows / kRowAlignment + num_experts}, rows, num_experts};
     }
 
     int32_t hidden;
@@ -141,14 +141,16 @@ struct Problem {
 
 struct Form {
     std::string name;
-    double flops;              // per run
-    double weight_bytes;       // weights read per run
-    ceilings::GemmShape dense; // the dense GEMM of the same (M, N, K): the same-run cuBLAS point
+    double flops;               // per run
+    double weight_bytes;        // weights read per run
+    ceilings::GemmShape dense;  // the dense GEMM of the same (M, N, K): the same-run cuBLAS point
     std::function<void(cudaStream_t)> run;
     std::function<tolerance::Verdict()> check;
 };
 
-float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+float to_float(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
 
 std::vector<float> host_floats(const __nv_bfloat16* device, size_t offset, size_t count) {
     const std::vector<__nv_bfloat16> raw = download(device, offset, count);
@@ -162,7 +164,7 @@ std::vector<float> host_floats(const __nv_bfloat16* device, size_t offset, size_
 // Sampled check: collects the GPU value, the fp32-accumulated same-precision value and the fp64 oracle of each
 // sampled element, and judges them with the tolerance model.
 class SampledCheck {
-public:
+  public:
     void add(double got, double same, double oracle) {
         got_.push_back(got);
         same_.push_back(same);
@@ -170,7 +172,7 @@ public:
     }
     tolerance::Verdict verdict() const { return tolerance::judge(got_, same_, oracle_); }
 
-private:
+  private:
     std::vector<double> got_, same_, oracle_;
 };
 
@@ -193,7 +195,9 @@ std::vector<int32_t> sample_rows(const Problem& p) {
     return rows;
 }
 
-int32_t expert_of(const Problem& p, int32_t row) { return row / (p.rows / p.num_experts); }
+int32_t expert_of(const Problem& p, int32_t row) {
+    return row / (p.rows / p.num_experts);
+}
 
 // out[r][j] = sum_k a[r][k] * w_e[j][k] (w_e: [n, k] per expert): gate/up (its g half) and down.
 tolerance::Verdict check_rows_against_weights(const Problem& p, const __nv_bfloat16* a, const __nv_bfloat16* w,
@@ -255,7 +259,8 @@ tolerance::Verdict check_dgrad_down(const Problem& p) {
             }
             const double g = gu[j];
             const double silu = g / (1.0 + std::exp(-g));
-            check.add(got[j], round_to_bf16(weight[r] * d.same * static_cast<float>(silu)), weight[r] * d.oracle * silu);
+            check.add(got[j], round_to_bf16(weight[r] * d.same * static_cast<float>(silu)),
+                      weight[r] * d.oracle * silu);
         }
     }
     return check.verdict();
@@ -271,10 +276,10 @@ tolerance::Verdict check_weight_grad(const Problem& p, const __nv_bfloat16* a, i
     std::mt19937 rng(static_cast<uint32_t>(m_extent * 7 + n_extent));
     const int32_t rows_per_expert = p.rows / p.num_experts;
     const int64_t e = std::uniform_int_distribution<int64_t>(0, p.num_experts - 1)(rng);
-    const std::vector<float> a_rows =
-        host_floats(a, static_cast<size_t>(e) * rows_per_expert * a_stride, static_cast<size_t>(rows_per_expert) * a_stride);
-    const std::vector<float> b_rows =
-        host_floats(b, static_cast<size_t>(e) * rows_per_expert * n_extent, static_cast<size_t>(rows_per_expert) * n_extent);
+    const std::vector<float> a_rows = host_floats(a, static_cast<size_t>(e) * rows_per_expert * a_stride,
+                                                  static_cast<size_t>(rows_per_expert) * a_stride);
+    const std::vector<float> b_rows = host_floats(b, static_cast<size_t>(e) * rows_per_expert * n_extent,
+                                                  static_cast<size_t>(rows_per_expert) * n_extent);
     for (int s = 0; s < kSamples; ++s) {
         const int64_t m = std::uniform_int_distribution<int64_t>(0, m_extent - 1)(rng);
         const int64_t n = std::uniform_int_distribution<int64_t>(0, n_extent - 1)(rng);
@@ -299,7 +304,9 @@ std::vector<Form> forms(Problem& p) {
         return l;
     };
     std::vector<Form> out;
-    out.push_back({"gate_up_swiglu", kFlopsPerMultiplyAdd * m * 2 * ii * hh, e * 2 * ii * hh * 2,
+    out.push_back({"gate_up_swiglu",
+                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
+                   e * 2 * ii * hh * 2,
                    {p.rows, 2 * p.width, p.hidden},
                    [&p, launch](cudaStream_t s) {
                        check_status(gemm::gate_up_swiglu(
@@ -307,27 +314,32 @@ std::vector<Form> forms(Problem& p) {
                            launch(s)));
                    },
                    nullptr});
-    out.push_back({"down", kFlopsPerMultiplyAdd * m * hh * ii, e * hh * ii * 2,
-                   {p.rows, p.hidden, p.width},
-                   [&p, launch](cudaStream_t s) {
-                       check_status(gemm::down_projection(
-                           {p.space, p.h.get(), p.w_down.get(), p.out.get(), p.hidden, nullptr, p.hidden, p.width},
-                           launch(s)));
-                   },
-                   nullptr});
-    out.push_back({"dgrad_down_swiglu", kFlopsPerMultiplyAdd * m * ii * hh, e * hh * ii * 2,
+    out.push_back(
+        {"down",
+         kFlopsPerMultiplyAdd * m * hh * ii,
+         e * hh * ii * 2,
+         {p.rows, p.hidden, p.width},
+         [&p, launch](cudaStream_t s) {
+             check_status(gemm::down_projection(
+                 {p.space, p.h.get(), p.w_down.get(), p.out.get(), p.hidden, nullptr, p.hidden, p.width}, launch(s)));
+         },
+         nullptr});
+    out.push_back({"dgrad_down_swiglu",
+                   kFlopsPerMultiplyAdd * m * ii * hh,
+                   e * hh * ii * 2,
                    {p.rows, p.width, p.hidden},
                    [&p, launch](cudaStream_t s) {
-                       check_status(gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(),
-                                                      p.row_weight.get(), p.dgu.get(), p.partials.get(), p.hidden,
-                                                      p.width},
-                                                     launch(s)));
-                       check_status(gemm::reduce_router_partials(p.space, p.partials.get(),
-                                                                 gemm::router_partial_tiles(p.width),
-                                                                 p.d_router.get(), s));
+                       check_status(
+                           gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
+                                             p.dgu.get(), p.partials.get(), p.hidden, p.width},
+                                            launch(s)));
+                       check_status(gemm::reduce_router_partials(
+                           p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
                    },
                    nullptr});
-    out.push_back({"dgrad_gate_up", kFlopsPerMultiplyAdd * m * hh * 2 * ii, e * 2 * ii * hh * 2,
+    out.push_back({"dgrad_gate_up",
+                   kFlopsPerMultiplyAdd * m * hh * 2 * ii,
+                   e * 2 * ii * hh * 2,
                    {p.rows, p.hidden, 2 * p.width},
                    [&p, launch](cudaStream_t s) {
                        check_status(gemm::dgrad_gate_up({p.space, p.dgu.get(), p.w_gate.get(), p.w_up.get(),
@@ -335,16 +347,20 @@ std::vector<Form> forms(Problem& p) {
                                                         launch(s)));
                    },
                    nullptr});
-    out.push_back({"wgrad_gate_up", kFlopsPerMultiplyAdd * m * 2 * ii * hh, e * 2 * ii * hh * 4,
+    out.push_back({"wgrad_gate_up",
+                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
+                   e * 2 * ii * hh * 4,
                    {2 * p.width, p.hidden, p.rows},
                    [&p, launch](cudaStream_t s) {
-                       check_status(gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.d_gate.get(),
-                                                               p.d_up.get(), gemm::WeightGradMode::kAccumulate,
-                                                               p.hidden, p.width},
-                                                              launch(s)));
+                       check_status(
+                           gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.d_gate.get(), p.d_up.get(),
+                                                      gemm::WeightGradMode::kAccumulate, p.hidden, p.width},
+                                                     launch(s)));
                    },
                    nullptr});
-    out.push_back({"wgrad_down", kFlopsPerMultiplyAdd * m * hh * ii, e * hh * ii * 4,
+    out.push_back({"wgrad_down",
+                   kFlopsPerMultiplyAdd * m * hh * ii,
+                   e * hh * ii * 4,
                    {p.hidden, p.width, p.rows},
                    [&p, launch](cudaStream_t s) {
                        check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.d_down.get(),
@@ -370,9 +386,9 @@ std::vector<Form> forms(Problem& p) {
         return check_weight_grad(p, p.dgu.get(), 2 * p.width, 0, p.x.get(), p.width, p.hidden, p.fresh.get());
     };
     out[5].check = [&p, launch]() {
-        check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.fresh.get(),
-                                             gemm::WeightGradMode::kFresh, p.hidden, p.width},
-                                            launch(nullptr)));
+        check_status(gemm::weight_grad_down(
+            {p.space, p.dys.get(), p.h.get(), p.fresh.get(), gemm::WeightGradMode::kFresh, p.hidden, p.width},
+            launch(nullptr)));
         MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
         return check_weight_grad(p, p.dys.get(), p.hidden, 0, p.h.get(), p.hidden, p.width, p.fresh.get());
     };
@@ -433,11 +449,12 @@ int run(int argc, char** argv) {
     timing.num_warmup = options.num_warmup.value_or(kDefaultWarmup);
     timing.num_reps = options.num_reps.value_or(options.quick ? 5 : 10);
     // --quick: the baseline's quick subset (DeepSeek-V3 and Qwen3.5 at 128 and 4096 rows per expert).
-    const std::vector<int32_t> rows_points = options.quick ? std::vector<int32_t>{128, 4096}
-                                                           : std::vector<int32_t>{128, 512, 2048, 4096};
+    const std::vector<int32_t> rows_points =
+        options.quick ? std::vector<int32_t>{128, 4096} : std::vector<int32_t>{128, 512, 2048, 4096};
     std::vector<ModelShape> shapes = model_shapes();
     if (options.quick) {
-        std::erase_if(shapes, [](const ModelShape& m) { return m.name != "deepseek-v3" && m.name != "qwen3.5-397b-a17b"; });
+        std::erase_if(shapes,
+                      [](const ModelShape& m) { return m.name != "deepseek-v3" && m.name != "qwen3.5-397b-a17b"; });
     }
     Result result;
     result.run = collect_run_info("gemm", 1);

@@ -23,7 +23,7 @@ struct LayerShape {
 // Which EP ranks this process drives. One process per GPU drives one rank; the CPU reference and the
 // "virtual ranks" GPU mode drive all of them from one process.
 struct Topology {
-    int ep_size = 1;          // R: ranks in the expert-parallel group
+    int ep_size = 1;  // R: ranks in the expert-parallel group
     int first_local_rank = 0;
     int num_local_ranks = 1;  // ranks [first_local_rank, first_local_rank + num_local_ranks) run here
 

@@ -101,7 +101,7 @@ struct RoutingStats {
 
 // Scratch memory shared by every layer of a model. Create it once with the largest workspace_bytes().
 class Workspace {
-public:
+  public:
     static Status create(Backend backend, Device device, size_t bytes, std::shared_ptr<Workspace>* out);
     virtual ~Workspace() = default;
     virtual size_t bytes() const = 0;
@@ -112,7 +112,7 @@ public:
 
 // What forward saves for backward: each local rank's routing plan and the activations the backward reuses.
 class ForwardContext {
-public:
+  public:
     virtual ~ForwardContext() = default;
     // True once forward or recompute_forward has filled it.
     virtual bool ready() const = 0;
@@ -120,7 +120,7 @@ public:
 };
 
 class MoeLayer {
-public:
+  public:
     static Status validate(const LayerOptions& options);
     static Status workspace_bytes(const LayerOptions& options, size_t* bytes);
     static Status create(const LayerOptions& options, std::shared_ptr<Workspace> workspace,

@@ -25,7 +25,7 @@ enum class StatusCode : int32_t {
 const char* to_string(StatusCode code);
 
 class [[nodiscard]] Status {
-public:
+  public:
     Status() = default;
     Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
@@ -40,7 +40,7 @@ public:
     // "<code name>: <message>", for logs and exception texts.
     std::string to_string() const;
 
-private:
+  private:
     StatusCode code_ = StatusCode::kOk;
     std::string message_;
 };
@@ -48,10 +48,10 @@ private:
 }  // namespace mok
 
 // Returns early from the enclosing function when `expr` yields a non-ok Status.
-#define MOK_RETURN_IF_ERROR(expr)             \
-    do {                                      \
-        ::mok::Status mok_status_ = (expr);   \
-        if (!mok_status_.is_ok()) {           \
-            return mok_status_;               \
-        }                                     \
+#define MOK_RETURN_IF_ERROR(expr)           \
+    do {                                    \
+        ::mok::Status mok_status_ = (expr); \
+        if (!mok_status_.is_ok()) {         \
+            return mok_status_;             \
+        }                                   \
     } while (false)

@@ -21,10 +21,14 @@ MOK_HOST_DEVICE MOK_INLINE uint16_t round_to_bf16_bits(float v) {
     return static_cast<uint16_t>((bits + round_bias) >> 16);
 }
 
-MOK_HOST_DEVICE MOK_INLINE float bf16_bits_to_float(uint16_t b) { return fp32::from_bits(static_cast<uint32_t>(b) << 16); }
+MOK_HOST_DEVICE MOK_INLINE float bf16_bits_to_float(uint16_t b) {
+    return fp32::from_bits(static_cast<uint32_t>(b) << 16);
+}
 
 // The value v takes after a round trip through bf16.
-MOK_HOST_DEVICE MOK_INLINE float round_to_bf16(float v) { return bf16_bits_to_float(round_to_bf16_bits(v)); }
+MOK_HOST_DEVICE MOK_INLINE float round_to_bf16(float v) {
+    return bf16_bits_to_float(round_to_bf16_bits(v));
+}
 
 // Host-side storage type: 16 raw bits, no arithmetic.
 struct Bf16 {

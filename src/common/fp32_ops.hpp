@@ -85,11 +85,11 @@ MOK_HOST_DEVICE MOK_INLINE float from_bits(uint32_t b) {
 // x = n ln2 + r with |r| <= ln2/2, a degree-6 minimax polynomial for e^r (Cephes' expf coefficients), then an
 // exact scaling by 2^n done in two power-of-two factors so that neither overflows early.
 MOK_HOST_DEVICE MOK_INLINE float exp(float x) {
-    constexpr float kMaxArg = 88.72283935546875f;   // above: e^x overflows fp32
-    constexpr float kMinArg = -103.97208404541016f; // below: e^x underflows to 0
+    constexpr float kMaxArg = 88.72283935546875f;    // above: e^x overflows fp32
+    constexpr float kMinArg = -103.97208404541016f;  // below: e^x underflows to 0
     constexpr float kLog2e = 1.44269502162933349609f;
-    constexpr float kRoundShift = 12582912.0f;       // 1.5 * 2^23: adding it rounds to an integer
-    constexpr float kLn2Hi = 0.693145751953125f;     // ln 2 split so that n * kLn2Hi is exact for |n| < 2^9
+    constexpr float kRoundShift = 12582912.0f;    // 1.5 * 2^23: adding it rounds to an integer
+    constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split so that n * kLn2Hi is exact for |n| < 2^9
     constexpr float kLn2Lo = 1.428606765330187e-06f;
     if (!(x == x)) {
         return x;  // NaN

@@ -11,7 +11,9 @@
 
 namespace mok::swiglu {
 
-MOK_HOST_DEVICE MOK_INLINE float sigmoid(float g) { return fp32::div(1.0f, fp32::add(1.0f, fp32::exp(-g))); }
+MOK_HOST_DEVICE MOK_INLINE float sigmoid(float g) {
+    return fp32::div(1.0f, fp32::add(1.0f, fp32::exp(-g)));
+}
 
 // sigmoid(g) and silu(g) = g * sigmoid(g): what both directions derive from g.
 struct Activation {
@@ -25,8 +27,12 @@ MOK_HOST_DEVICE MOK_INLINE Activation activation(float g) {
 }
 
 // h = silu(g) * u, before its rounding to bf16.
-MOK_HOST_DEVICE MOK_INLINE float forward(float u, const Activation& a) { return fp32::mul(a.silu, u); }
-MOK_HOST_DEVICE MOK_INLINE float forward(float g, float u) { return forward(u, activation(g)); }
+MOK_HOST_DEVICE MOK_INLINE float forward(float u, const Activation& a) {
+    return fp32::mul(a.silu, u);
+}
+MOK_HOST_DEVICE MOK_INLINE float forward(float g, float u) {
+    return forward(u, activation(g));
+}
 
 struct Grads {
     float dg;
@@ -38,6 +44,8 @@ MOK_HOST_DEVICE MOK_INLINE Grads backward(float g, float u, float dh, const Acti
     const float dsilu = fp32::mul(a.s, fp32::add(1.0f, fp32::mul(g, fp32::sub(1.0f, a.s))));
     return {fp32::mul(fp32::mul(dh, u), dsilu), fp32::mul(dh, a.silu)};
 }
-MOK_HOST_DEVICE MOK_INLINE Grads backward(float g, float u, float dh) { return backward(g, u, dh, activation(g)); }
+MOK_HOST_DEVICE MOK_INLINE Grads backward(float g, float u, float dh) {
+    return backward(g, u, dh, activation(g));
+}
 
 }  // namespace mok::swiglu

@@ -30,8 +30,12 @@ inline constexpr int kExpertRowAlignment = 128;
 inline constexpr int kPlanChunkTokens = 64;
 inline constexpr int32_t kUnusedSlot = -1;
 
-MOK_HOST_DEVICE MOK_INLINE int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-MOK_HOST_DEVICE MOK_INLINE int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+MOK_HOST_DEVICE MOK_INLINE int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+MOK_HOST_DEVICE MOK_INLINE int64_t round_up(int64_t a, int64_t b) {
+    return ceil_div(a, b) * b;
+}
 
 // Where a row of an owner's expert-major buffer comes from.
 struct RowSource {
@@ -54,14 +58,14 @@ enum class PlanStatus : int32_t {
 };
 
 struct PlanShape {
-    int32_t ep_size = 1;            // R
-    int32_t rank = 0;               // the rank this plan is for (as owner and as source)
-    int64_t tokens_per_rank = 0;    // T
-    int32_t top_k = 1;              // k
-    int32_t num_experts = 1;        // E, global
-    int64_t capacity_rows = 0;      // rows the row table holds, a multiple of kExpertRowAlignment
-    int64_t minibatch_rows = 0;     // rows per signalling unit, a multiple of kExpertRowAlignment
-    int64_t ring_rows = 0;          // rows in the token ring, a multiple of minibatch_rows
+    int32_t ep_size = 1;          // R
+    int32_t rank = 0;             // the rank this plan is for (as owner and as source)
+    int64_t tokens_per_rank = 0;  // T
+    int32_t top_k = 1;            // k
+    int32_t num_experts = 1;      // E, global
+    int64_t capacity_rows = 0;    // rows the row table holds, a multiple of kExpertRowAlignment
+    int64_t minibatch_rows = 0;   // rows per signalling unit, a multiple of kExpertRowAlignment
+    int64_t ring_rows = 0;        // rows in the token ring, a multiple of minibatch_rows
 
     MOK_HOST_DEVICE int32_t num_local_experts() const { return num_experts / ep_size; }
     MOK_HOST_DEVICE int32_t num_chunks() const {
@@ -99,8 +103,12 @@ struct PlanTableSizes {
 };
 
 MOK_HOST_DEVICE MOK_INLINE PlanTableSizes table_sizes(const PlanShape& s) {
-    return {static_cast<int64_t>(s.num_experts) * s.ep_size * s.num_chunks(), s.num_experts, s.ep_size,
-            s.capacity_rows, s.max_tiles(), s.slots_per_rank()};
+    return {static_cast<int64_t>(s.num_experts) * s.ep_size * s.num_chunks(),
+            s.num_experts,
+            s.ep_size,
+            s.capacity_rows,
+            s.max_tiles(),
+            s.slots_per_rank()};
 }
 
 // Rows the schedule table needs in the worst case: every slot of every rank on this rank's experts -- a token
@@ -123,7 +131,8 @@ inline int64_t schedule_capacity_rows(int32_t ep_size, int64_t tokens_per_rank, 
     if (capacity_factor == 0.0) {
         return worst_case;
     }
-    const auto balanced = static_cast<int64_t>(std::ceil(capacity_factor * static_cast<double>(tokens_per_rank * top_k)));
+    const auto balanced =
+        static_cast<int64_t>(std::ceil(capacity_factor * static_cast<double>(tokens_per_rank * top_k)));
     const int64_t rows =
         round_up(balanced, kExpertRowAlignment) + static_cast<int64_t>(num_local_experts) * kExpertRowAlignment;
     return rows < worst_case ? rows : worst_case;

@@ -3,13 +3,13 @@
 // megakernel calls the same components from its communication warps.
 #include <string>
 
-#include "host/cuda/kernel_attributes.hpp"
 #include "device/comm/combine_push.cuh"
 #include "device/comm/combine_reduce.cuh"
 #include "device/comm/dispatch.cuh"
 #include "device/comm/launch_support.cuh"
 #include "device/comm/row_pipeline.cuh"
 #include "device/comm/signals.cuh"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::comm {
 namespace {
@@ -67,7 +67,6 @@ Status check_blocks(int32_t blocks_per_rank) {
     }
     return Status::ok();
 }
-
 
 }  // namespace
 

@@ -14,15 +14,15 @@
 namespace mok::epilogue {
 
 struct RowStoreOutput {
-    __nv_bfloat16* out;     // rows of `ld` elements
-    int64_t ld;             // elements between consecutive output rows
-    const int32_t* row_map; // [rows] destination row of each row, or nullptr for row -> row; < 0 skips the row
-    int32_t num_cols;       // N: valid columns
+    __nv_bfloat16* out;      // rows of `ld` elements
+    int64_t ld;              // elements between consecutive output rows
+    const int32_t* row_map;  // [rows] destination row of each row, or nullptr for row -> row; < 0 skips the row
+    int32_t num_cols;        // N: valid columns
 };
 
 __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, const gemm::Tile& tile,
-                                                   const float (&acc)[gemm::kNumAccumulators], int wg,
-                                                   int thread_in_wg, uint8_t* staging) {
+                                                   const float (&acc)[gemm::kNumAccumulators], int wg, int thread_in_wg,
+                                                   uint8_t* staging) {
     constexpr int kGroupsPerPass = gemm::kStagingCols / 8;
     const Fragment f = Fragment::of_thread(thread_in_wg);
     const int first_row = tile.row_begin + wg * gemm::WGMMA_M;

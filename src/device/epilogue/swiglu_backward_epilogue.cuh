@@ -28,13 +28,13 @@ struct SwigluBackwardOutputs {
     __nv_bfloat16* dgu;       // [rows, 2, I]  dg at [row][0][:], du at [row][1][:]
     float* router_partials;   // [rows, num_n_tiles]  per-tile partial of d w
     int32_t num_n_tiles;
-    int32_t width;            // I
+    int32_t width;  // I
 };
 
 __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
                                                          const float (&acc)[gemm::kNumAccumulators], int wg,
                                                          int thread_in_wg, uint8_t* staging) {
-    constexpr int kGroups = gemm::BLOCK_N / 8;            // column groups of the accumulator
+    constexpr int kGroups = gemm::BLOCK_N / 8;  // column groups of the accumulator
     // Column groups per staging pass (dg and du side by side): small passes keep few g, u loads in flight, so the
     // epilogue fits beside the 128 accumulator registers without spilling.
     constexpr int kGroupsPerPass = 4;
@@ -90,8 +90,7 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                     const swiglu::Activation act = swiglu::activation(g[c]);
                     const float h = round_to_bf16(swiglu::forward(u[c], act));
                     partial[half] = fp32::fma(dh_prime, h, partial[half]);
-                    const swiglu::Grads grads =
-                        swiglu::backward(g[c], u[c], fp32::mul(weight[half], dh_prime), act);
+                    const swiglu::Grads grads = swiglu::backward(g[c], u[c], fp32::mul(weight[half], dh_prime), act);
                     dg[c] = grads.dg;
                     du[c] = grads.du;
                 }

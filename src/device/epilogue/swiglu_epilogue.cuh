@@ -31,8 +31,8 @@ inline constexpr int kGroupsPerQuarter = kGroupsPerHalf / 2;
 // values the contract says h is computed from -- storing them to h. Once a quarter is staged its accumulator
 // registers are dead, which keeps the epilogue's register footprint close to the accumulator's.
 __device__ __forceinline__ void swiglu_epilogue(const SwigluOutputs& out, const gemm::Tile& tile,
-                                                const float (&acc)[gemm::kNumAccumulators], int wg,
-                                                int thread_in_wg, uint8_t* staging) {
+                                                const float (&acc)[gemm::kNumAccumulators], int wg, int thread_in_wg,
+                                                uint8_t* staging) {
     const Fragment f = Fragment::of_thread(thread_in_wg);
     const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
     const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;  // rows of this warpgroup that hold data

@@ -28,9 +28,9 @@ struct WeightGradOutput {
 };
 
 template <WeightGradMode kMode>
-__device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out, const gemm::Tile& tile,
-                                                     int row_begin, const float (&acc)[gemm::kNumAccumulators],
-                                                     int wg, int thread_in_wg) {
+__device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                     const float (&acc)[gemm::kNumAccumulators], int wg,
+                                                     int thread_in_wg) {
     if constexpr (kMode == WeightGradMode::kAccumulate) {
         if (tile.num_rows == 0) {
             return;  // nothing to add; leaves main_grad's bits (and its signed zeros) untouched
@@ -66,9 +66,10 @@ __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out
 #pragma unroll
                 for (int i = 0; i < kBatch; ++i) {
                     const int col = first_col + i * 8;
-                    old[i] = col < out.num_cols ? *reinterpret_cast<const float2*>(static_cast<const float*>(out.out) +
-                                                                                   row_offset + col)
-                                                : make_float2(0.0f, 0.0f);
+                    old[i] =
+                        col < out.num_cols
+                            ? *reinterpret_cast<const float2*>(static_cast<const float*>(out.out) + row_offset + col)
+                            : make_float2(0.0f, 0.0f);
                 }
 #pragma unroll
                 for (int i = 0; i < kBatch; ++i) {

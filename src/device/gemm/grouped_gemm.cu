@@ -39,8 +39,8 @@ Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32
 }
 
 // (experts, rows, cols) contiguous, loaded in boxes of one expert's (box_rows, box_cols).
-Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols,
-                   uint32_t box_rows, CUtensorMap* out) {
+Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows,
+                   CUtensorMap* out) {
     host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 3;
@@ -93,7 +93,9 @@ Status check_shape(const GroupedRowSpace& rows, int32_t hidden, int32_t width, c
     return Status::ok();
 }
 
-KernelCommon common_of(const LaunchConfig& launch) { return {launch.status, launch.rank, launch.timeout_ns}; }
+KernelCommon common_of(const LaunchConfig& launch) {
+    return {launch.status, launch.rank, launch.timeout_ns};
+}
 
 template <class Form>
 Status launch_form(const typename Form::Params& params, const LaunchConfig& launch) {
@@ -110,7 +112,9 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
 
 }  // namespace
 
-int32_t router_partial_tiles(int32_t width) { return (width + BLOCK_N - 1) / BLOCK_N; }
+int32_t router_partial_tiles(int32_t width) {
+    return (width + BLOCK_N - 1) / BLOCK_N;
+}
 
 Status gate_up_swiglu(const GateUpArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));

@@ -22,16 +22,16 @@ namespace mok::gemm {
 
 struct LaunchConfig {
     cudaStream_t stream = nullptr;
-    int num_sms = 0;                // CTAs of the persistent grid; 0 = every SM of the device
-    DeviceStatus* status = nullptr; // error record (device memory), required
-    int32_t rank = 0;               // EP rank, for error reports
+    int num_sms = 0;                 // CTAs of the persistent grid; 0 = every SM of the device
+    DeviceStatus* status = nullptr;  // error record (device memory), required
+    int32_t rank = 0;                // EP rank, for error reports
     uint64_t timeout_ns = 5'000'000'000ull;
 };
 
 struct GroupedRowSpace {
-    RowGroups groups;        // device tables from the routing plan
-    int32_t capacity_rows;   // rows of every row-space tensor below, a multiple of 128
-    int32_t num_experts;     // local experts
+    RowGroups groups;       // device tables from the routing plan
+    int32_t capacity_rows;  // rows of every row-space tensor below, a multiple of 128
+    int32_t num_experts;    // local experts
 };
 
 // Forward gate/up with SwiGLU: gu[r] = (bf16(x[r] W_gate^T), bf16(x[r] W_up^T)), h[r] = bf16(swiglu(g, u)).
@@ -54,7 +54,7 @@ struct DownArgs {
     const __nv_bfloat16* w_down;  // [E, H, I]
     __nv_bfloat16* out;           // rows of out_ld elements
     int64_t out_ld;
-    const int32_t* row_map;       // [rows] or nullptr; a negative entry skips the row
+    const int32_t* row_map;  // [rows] or nullptr; a negative entry skips the row
     int32_t hidden;
     int32_t width;
 };
@@ -84,7 +84,7 @@ struct DgradGateUpArgs {
     const __nv_bfloat16* w_up;    // [E, I, H]
     __nv_bfloat16* out;           // rows of out_ld elements
     int64_t out_ld;
-    const int32_t* row_map;       // [rows] or nullptr
+    const int32_t* row_map;  // [rows] or nullptr
     int32_t hidden;
     int32_t width;
 };
@@ -119,8 +119,8 @@ struct WeightGradDownArgs {
 Status weight_grad_down(const WeightGradDownArgs& args, const LaunchConfig& launch);
 
 // dys[r] = bf16(row_weight[r] * dy[r]) for every data row (the down weight gradient's operand).
-Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight,
-                  __nv_bfloat16* dys, int32_t hidden, cudaStream_t stream);
+Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight, __nv_bfloat16* dys,
+                  int32_t hidden, cudaStream_t stream);
 
 // d_router_weight[r] = the router partials of row r added in N-tile order, for every data row.
 Status reduce_router_partials(const GroupedRowSpace& rows, const float* router_partials, int32_t num_tiles,

@@ -162,7 +162,8 @@ __device__ void run_consumer(const typename Form::Params& params, GemmSharedStor
 }
 
 template <class Form>
-__global__ void __launch_bounds__(kNumThreads, 1) grouped_gemm_kernel(const __grid_constant__ typename Form::Params params) {
+__global__ void __launch_bounds__(kNumThreads, 1)
+    grouped_gemm_kernel(const __grid_constant__ typename Form::Params params) {
     extern __shared__ uint8_t smem_raw[];
     GemmSharedStorage& smem = shared_storage(smem_raw);
     Pipeline pipe(smem.pipeline);

@@ -24,8 +24,7 @@ __device__ __forceinline__ uint64_t a_descriptor(const uint8_t* stage_a, int wg,
         return ptx::make_k_major_desc(stage_a + wg * WGMMA_M * ptx::kSwizzleBytes + k_step * WGMMA_K * kBf16Bytes);
     } else {
         // (BLOCK_K, BLOCK_M) as BLOCK_M / 64 boxes: warpgroup wg's 64 M elements are box wg; a K step is 16 lines.
-        return ptx::make_mn_major_desc(stage_a + wg * kMnBoxBytes + k_step * WGMMA_K * ptx::kSwizzleBytes,
-                                       kMnBoxBytes);
+        return ptx::make_mn_major_desc(stage_a + wg * kMnBoxBytes + k_step * WGMMA_K * ptx::kSwizzleBytes, kMnBoxBytes);
     }
 }
 

@@ -77,8 +77,8 @@ int blocks_for(int64_t threads) {
 
 }  // namespace
 
-Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight,
-                  __nv_bfloat16* dys, int32_t hidden, cudaStream_t stream) {
+Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight, __nv_bfloat16* dys,
+                  int32_t hidden, cudaStream_t stream) {
     scale_rows_kernel<<<blocks_for(static_cast<int64_t>(rows.capacity_rows) * 32), kThreadsPerBlock, 0, stream>>>(
         rows.groups, rows.capacity_rows, dy, row_weight, dys, hidden);
     return launched("scale_rows");

@@ -23,7 +23,7 @@ struct TmaPipelineStorage {
 
 template <int kStages, int kNumConsumerWarps>
 class TmaPipeline {
-public:
+  public:
     using Storage = TmaPipelineStorage<kStages>;
     using State = PipelineState<kStages>;
 
@@ -63,7 +63,7 @@ public:
         }
     }
 
-private:
+  private:
     Storage& storage_;
 };
 

@@ -27,6 +27,8 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t barrier_id, uint32_t
 
 // Makes this thread's prior generic-proxy shared-memory writes visible to the async proxy (TMA stores,
 // wgmma operand reads). Each writing thread runs it before the barrier that hands the data over.
-__device__ __forceinline__ void fence_proxy_async_shared_cta() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
+__device__ __forceinline__ void fence_proxy_async_shared_cta() {
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+}
 
 }  // namespace mok::ptx

@@ -49,10 +49,14 @@ __device__ __forceinline__ uint64_t make_mn_major_desc(const void* smem, uint32_
 }
 
 // Orders this thread's prior register writes (the accumulators) before the warpgroup's next wgmma.
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 
 // Closes the batch of wgmma issued since the last commit.
-__device__ __forceinline__ void wgmma_commit_group() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit_group() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
 
 // Waits until at most kMaxInFlight committed batches are still running.
 template <int kMaxInFlight>

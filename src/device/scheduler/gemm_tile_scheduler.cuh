@@ -27,7 +27,7 @@ struct Tile {
 // kBandTiles, row tiles fastest within a band, so that the CTAs running at one time share both their A row
 // tiles (across N) and their B weight tiles (across the band) in L2.
 class GroupedRowScheduler {
-public:
+  public:
     static constexpr int32_t kBandTiles = 16;
 
     __device__ GroupedRowScheduler(const RowGroups& groups, int32_t n_extent, int32_t num_k_blocks)
@@ -60,7 +60,7 @@ public:
         return true;
     }
 
-private:
+  private:
     RowGroups groups_;
     int32_t num_m_tiles_;
     int32_t num_n_tiles_;
@@ -71,7 +71,7 @@ private:
 // Weight-gradient forms: dW_e = A_e^T B_e with K running over expert e's rows. Tiles over (expert, output-row
 // tile, output-column tile), expert-major so that the CTAs running at one time read the same expert's rows.
 class ExpertWeightScheduler {
-public:
+  public:
     __device__ ExpertWeightScheduler(const RowGroups& groups, int32_t num_experts, int32_t num_m_tiles,
                                      int32_t n_extent)
         : groups_(groups),
@@ -96,7 +96,7 @@ public:
         return true;
     }
 
-private:
+  private:
     RowGroups groups_;
     int32_t num_experts_;
     int32_t num_m_tiles_;

@@ -46,10 +46,10 @@ Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out) {
         return {StatusCode::kCudaError, "cuTensorMapEncodeTiled is not available from the CUDA driver"};
     }
     const cuuint32_t element_strides[3] = {1, 1, 1};
-    const CUresult result = encode(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(spec.rank),
-                                   const_cast<void*>(spec.base), spec.dims, spec.strides_bytes, spec.box,
-                                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUresult result =
+        encode(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(spec.rank), const_cast<void*>(spec.base),
+               spec.dims, spec.strides_bytes, spec.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (result != CUDA_SUCCESS) {
         return {StatusCode::kCudaError, "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result)};
     }

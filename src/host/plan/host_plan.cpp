@@ -5,9 +5,9 @@
 namespace mok::plan {
 
 PlanTables HostPlan::tables() {
-    return PlanTables{chunk_counts.data(),      chunk_offsets.data(), expert_rows.data(),
-                      segment_begin.data(),     owner_padded_rows.data(), row_source.data(),
-                      tile_expert.data(),       slot_location.data(), &status};
+    return PlanTables{chunk_counts.data(),  chunk_offsets.data(),     expert_rows.data(),
+                      segment_begin.data(), owner_padded_rows.data(), row_source.data(),
+                      tile_expert.data(),   slot_location.data(),     &status};
 }
 
 int64_t HostPlan::local_expert_rows(int32_t local_expert) const {

@@ -13,15 +13,15 @@ namespace mok::plan {
 // One rank's plan with its tables in host memory.
 struct HostPlan {
     PlanShape shape{};
-    std::vector<int32_t> chunk_counts;       // [E][R][C]
-    std::vector<int32_t> chunk_offsets;      // [E][R][C]
-    std::vector<int32_t> expert_rows;        // [E]
-    std::vector<int32_t> segment_begin;      // [E]
-    std::vector<int32_t> owner_padded_rows;  // [R]
-    std::vector<RowSource> row_source;       // [capacity_rows]
-    std::vector<int32_t> tile_expert;        // [capacity_rows / kExpertRowAlignment]
-    std::vector<SlotLocation> slot_location; // [T * k]
-    int32_t status = 0;                      // PlanStatus
+    std::vector<int32_t> chunk_counts;        // [E][R][C]
+    std::vector<int32_t> chunk_offsets;       // [E][R][C]
+    std::vector<int32_t> expert_rows;         // [E]
+    std::vector<int32_t> segment_begin;       // [E]
+    std::vector<int32_t> owner_padded_rows;   // [R]
+    std::vector<RowSource> row_source;        // [capacity_rows]
+    std::vector<int32_t> tile_expert;         // [capacity_rows / kExpertRowAlignment]
+    std::vector<SlotLocation> slot_location;  // [T * k]
+    int32_t status = 0;                       // PlanStatus
 
     PlanTables tables();
     PlanStatus plan_status() const { return static_cast<PlanStatus>(status); }

@@ -13,16 +13,16 @@
 
 namespace mok::test {
 
-#define MOK_ASSERT_CUDA(call)                                                               \
-    do {                                                                                    \
-        const cudaError_t mok_error_ = (call);                                              \
+#define MOK_ASSERT_CUDA(call)                                                                  \
+    do {                                                                                       \
+        const cudaError_t mok_error_ = (call);                                                 \
         ASSERT_EQ(mok_error_, cudaSuccess) << #call << ": " << cudaGetErrorString(mok_error_); \
     } while (false)
 
 // An owning device allocation of `count` elements of T.
 template <typename T>
 class DeviceBuffer {
-public:
+  public:
     DeviceBuffer() = default;
     explicit DeviceBuffer(size_t count) : count_(count) {
         if (count_ > 0 && cudaMalloc(&data_, count_ * sizeof(T)) != cudaSuccess) {
@@ -68,7 +68,7 @@ public:
         }
     }
 
-private:
+  private:
     void swap(DeviceBuffer& other) {
         std::swap(data_, other.data_);
         std::swap(count_, other.count_);
@@ -82,13 +82,13 @@ inline constexpr int kPoisonByte = 0xff;
 
 // A zeroed device error record and a check that it stayed clean.
 class DeviceStatusRecord {
-public:
+  public:
     DeviceStatusRecord() : buffer_(1) { buffer_.fill_bytes(0); }
     DeviceStatus* get() const { return buffer_.get(); }
     void reset() { buffer_.fill_bytes(0); }
     DeviceStatus read() const { return buffer_.download()[0]; }
 
-private:
+  private:
     DeviceBuffer<DeviceStatus> buffer_;
 };
 

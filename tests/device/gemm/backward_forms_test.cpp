@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,33 +20,12 @@ namespace {
 
 constexpr int32_t kRouterTileCols = 256;  // the dgrad N tile: router partials are summed per tile, then in order
 
-struct Shape {
-    int32_t hidden;
-    int32_t width;
-    std::vector<int32_t> rows_per_expert;
-};
-
-std::vector<Shape> test_shapes() {
-    const std::vector<int32_t> model_rows = {130, 0, 1, 257};
-    return {
-        {200, 136, {0, 1, 77, 128, 129, 300, 5}}, {72, 264, {3, 0, 129}}, {7168, 2048, model_rows},
-        {6144, 2048, model_rows},                 {4096, 1024, model_rows}, {7168, 3072, model_rows},
-        {4096, 1536, model_rows},
-    };
+double silu64(double g) {
+    return g / (1.0 + std::exp(-g));
 }
 
-gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
-    gemm::LaunchConfig launch;
-    launch.status = status;
-    launch.num_sms = num_sms;
-    return launch;
-}
-
-double silu64(double g) { return g / (1.0 + std::exp(-g)); }
-
-void check_dgrad_down(const Shape& shape, Values values, uint64_t seed) {
-    SCOPED_TRACE("H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
-                 (values == Values::kExact ? " exact" : " random") + " seed " + std::to_string(seed));
+void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
+    SCOPED_TRACE(describe(shape, values) + " seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     const RowSpace rows = make_row_space(shape.rows_per_expert);
     const int64_t H = shape.hidden;
@@ -69,9 +48,9 @@ void check_dgrad_down(const Shape& shape, Values values, uint64_t seed) {
         d_dgu.fill_bytes(kPoisonByte);
         d_partials.fill_bytes(kPoisonByte);
         d_dw.fill_bytes(kPoisonByte);
-        gemm::DgradDownArgs args{d_rows.view(),       as_device_bf16(d_dy), as_device_bf16(d_w),
-                                 as_device_bf16(d_gu), d_weight.get(),      as_device_bf16(d_dgu),
-                                 d_partials.get(),    shape.hidden,         shape.width};
+        gemm::DgradDownArgs args{d_rows.view(),        as_device_bf16(d_dy), as_device_bf16(d_w),
+                                 as_device_bf16(d_gu), d_weight.get(),       as_device_bf16(d_dgu),
+                                 d_partials.get(),     shape.hidden,         shape.width};
         Status s = gemm::dgrad_down(args, launch_with(status.get(), num_sms));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         s = gemm::reduce_router_partials(d_rows.view(), d_partials.get(), num_tiles, d_dw.get(), nullptr);
@@ -104,7 +83,8 @@ void check_dgrad_down(const Shape& shape, Values values, uint64_t seed) {
             // The epilogue's order: each of the four lanes of a row sums its column pairs group by group,
             // then the lanes combine as (0 + 1) + (2 + 3).
             float lane_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int64_t col = tile * kRouterTileCols; col < std::min<int64_t>(I, (tile + 1) * kRouterTileCols); ++col) {
+            for (int64_t col = tile * kRouterTileCols; col < std::min<int64_t>(I, (tile + 1) * kRouterTileCols);
+                 ++col) {
                 const float g = gu[r * 2 * I + col].to_float();
                 const float u = gu[r * 2 * I + I + col].to_float();
                 const float dhp = dhp32[c * I + col];
@@ -153,16 +133,15 @@ TEST(GroupedGemmBackward, DgradDownWithRouterGradient) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    for (const Shape& shape : test_shapes()) {
+    for (const GemmShape& shape : test_shapes(264)) {
         for (Values values : {Values::kExact, Values::kRandom}) {
             check_dgrad_down(shape, values, seed++);
         }
     }
 }
 
-void check_dgrad_gate_up(const Shape& shape, Values values, uint64_t seed) {
-    SCOPED_TRACE("H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
-                 (values == Values::kExact ? " exact" : " random") + " seed " + std::to_string(seed));
+void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
+    SCOPED_TRACE(describe(shape, values) + " seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     const RowSpace rows = make_row_space(shape.rows_per_expert);
     const int64_t H = shape.hidden;
@@ -177,8 +156,15 @@ void check_dgrad_gate_up(const Shape& shape, Values values, uint64_t seed) {
     DeviceStatusRecord status;
     auto run = [&](int num_sms) {
         d_out.fill_bytes(kPoisonByte);
-        gemm::DgradGateUpArgs args{d_rows.view(), as_device_bf16(d_dgu), as_device_bf16(d_gate), as_device_bf16(d_up),
-                                   as_device_bf16(d_out), H, nullptr, shape.hidden, shape.width};
+        gemm::DgradGateUpArgs args{d_rows.view(),
+                                   as_device_bf16(d_dgu),
+                                   as_device_bf16(d_gate),
+                                   as_device_bf16(d_up),
+                                   as_device_bf16(d_out),
+                                   H,
+                                   nullptr,
+                                   shape.hidden,
+                                   shape.width};
         const Status s = gemm::dgrad_gate_up(args, launch_with(status.get(), num_sms));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
@@ -220,7 +206,7 @@ TEST(GroupedGemmBackward, DgradGateUpOneAccumulator) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    for (const Shape& shape : test_shapes()) {
+    for (const GemmShape& shape : test_shapes(264)) {
         for (Values values : {Values::kExact, Values::kRandom}) {
             check_dgrad_gate_up(shape, values, seed++);
         }

@@ -18,37 +18,8 @@
 namespace mok::test {
 namespace {
 
-struct Shape {
-    int32_t hidden;
-    int32_t width;
-    std::vector<int32_t> rows_per_expert;
-};
-
-// Odd sizes: K and N not multiples of the tiles, empty and one-row experts, a two-tile expert with one row in
-// its second tile. And every (H, I) of the model table with small row counts.
-std::vector<Shape> test_shapes() {
-    const std::vector<int32_t> odd_rows = {0, 1, 77, 128, 129, 300, 5};
-    const std::vector<int32_t> model_rows = {130, 0, 1, 257};
-    return {
-        {200, 136, odd_rows},       {72, 8, {3, 0, 129}},     {7168, 2048, model_rows}, {6144, 2048, model_rows},
-        {4096, 1024, model_rows},   {7168, 3072, model_rows}, {4096, 1536, model_rows},
-    };
-}
-
-std::string describe(const Shape& s, Values values) {
-    return "H " + std::to_string(s.hidden) + " I " + std::to_string(s.width) +
-           (values == Values::kExact ? " exact" : " random");
-}
-
-gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
-    gemm::LaunchConfig launch;
-    launch.status = status;
-    launch.num_sms = num_sms;
-    return launch;
-}
-
 // Runs gate/up on one shape and checks gu and h; returns the outputs for the determinism check.
-void check_gate_up(const Shape& shape, Values values, uint64_t seed) {
+void check_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     SCOPED_TRACE(describe(shape, values) + " seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     const RowSpace rows = make_row_space(shape.rows_per_expert);
@@ -68,8 +39,8 @@ void check_gate_up(const Shape& shape, Values values, uint64_t seed) {
     auto run = [&](int num_sms) {
         d_gu.fill_bytes(kPoisonByte);
         d_h.fill_bytes(kPoisonByte);
-        gemm::GateUpArgs args{d_rows.view(), as_device_bf16(d_x), as_device_bf16(d_gate), as_device_bf16(d_up),
-                              as_device_bf16(d_gu), as_device_bf16(d_h), shape.hidden, shape.width};
+        gemm::GateUpArgs args{d_rows.view(),        as_device_bf16(d_x), as_device_bf16(d_gate), as_device_bf16(d_up),
+                              as_device_bf16(d_gu), as_device_bf16(d_h), shape.hidden,           shape.width};
         const Status s = gemm::gate_up_swiglu(args, launch_with(status.get(), num_sms));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
@@ -132,14 +103,14 @@ TEST(GroupedGemmForward, GateUpSwiglu) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    for (const Shape& shape : test_shapes()) {
+    for (const GemmShape& shape : test_shapes(8)) {
         for (Values values : {Values::kExact, Values::kRandom}) {
             check_gate_up(shape, values, seed++);
         }
     }
 }
 
-void check_down(const Shape& shape, Values values, bool scatter, uint64_t seed) {
+void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t seed) {
     SCOPED_TRACE(describe(shape, values) + (scatter ? " scattered" : " in place") + " seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     const RowSpace rows = make_row_space(shape.rows_per_expert);
@@ -175,8 +146,13 @@ void check_down(const Shape& shape, Values values, bool scatter, uint64_t seed) 
     DeviceStatusRecord status;
     auto run = [&](int num_sms) {
         d_out.fill_bytes(kPoisonByte);
-        gemm::DownArgs args{d_rows.view(),         as_device_bf16(d_h), as_device_bf16(d_w), as_device_bf16(d_out),
-                            out_ld,                scatter ? d_map.get() : nullptr,         shape.hidden,
+        gemm::DownArgs args{d_rows.view(),
+                            as_device_bf16(d_h),
+                            as_device_bf16(d_w),
+                            as_device_bf16(d_out),
+                            out_ld,
+                            scatter ? d_map.get() : nullptr,
+                            shape.hidden,
                             shape.width};
         const Status s = gemm::down_projection(args, launch_with(status.get(), num_sms));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -227,7 +203,7 @@ TEST(GroupedGemmForward, DownInPlace) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    for (const Shape& shape : test_shapes()) {
+    for (const GemmShape& shape : test_shapes(8)) {
         for (Values values : {Values::kExact, Values::kRandom}) {
             check_down(shape, values, false, seed++);
         }
@@ -239,7 +215,7 @@ TEST(GroupedGemmForward, DownScattered) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    const std::vector<Shape> shapes = test_shapes();
+    const std::vector<GemmShape> shapes = test_shapes(8);
     for (size_t i = 0; i < 3; ++i) {
         check_down(shapes[i], Values::kExact, true, seed++);
     }

@@ -88,8 +88,7 @@ std::vector<Bf16> random_bf16(size_t count, Values values, int64_t fan_in, std::
     return out;
 }
 
-std::vector<Bf16> random_rows(const RowSpace& rows, int64_t cols, Values values, int64_t fan_in,
-                              std::mt19937_64& rng) {
+std::vector<Bf16> random_rows(const RowSpace& rows, int64_t cols, Values values, int64_t fan_in, std::mt19937_64& rng) {
     std::vector<Bf16> out = random_bf16(static_cast<size_t>(rows.capacity_rows) * cols, values, fan_in, rng);
     const Bf16 nan{0x7fc0};
     for (int32_t r = 0; r < rows.capacity_rows; ++r) {
@@ -174,9 +173,8 @@ void Comparison::expect_bitwise() const {
             }
         }
     }
-    EXPECT_EQ(mismatches, 0u) << what_ << ": " << mismatches << " of " << got_.size()
-                              << " elements differ; first at " << first << ": got "
-                              << (first < got_.size() ? got_[first] : 0.0) << ", expected "
+    EXPECT_EQ(mismatches, 0u) << what_ << ": " << mismatches << " of " << got_.size() << " elements differ; first at "
+                              << first << ": got " << (first < got_.size() ? got_[first] : 0.0) << ", expected "
                               << (first < got_.size() ? same_[first] : 0.0);
 }
 
@@ -201,6 +199,29 @@ void parallel_for(int64_t n, const std::function<void(int64_t)>& body) {
     }
 }
 
-bool is_poison(Bf16 v) { return v.bits == 0xffff; }
+bool is_poison(Bf16 v) {
+    return v.bits == 0xffff;
+}
+
+std::vector<GemmShape> test_shapes(int32_t narrow_width) {
+    const std::vector<int32_t> odd_rows = {0, 1, 77, 128, 129, 300, 5};
+    const std::vector<int32_t> model_rows = {130, 0, 1, 257};
+    return {
+        {200, 136, odd_rows},     {72, narrow_width, {3, 0, 129}}, {7168, 2048, model_rows}, {6144, 2048, model_rows},
+        {4096, 1024, model_rows}, {7168, 3072, model_rows},        {4096, 1536, model_rows},
+    };
+}
+
+std::string describe(const GemmShape& shape, Values values) {
+    return "H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
+           (values == Values::kExact ? " exact" : " random");
+}
+
+gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
+    gemm::LaunchConfig launch;
+    launch.status = status;
+    launch.num_sms = num_sms;
+    return launch;
+}
 
 }  // namespace mok::test

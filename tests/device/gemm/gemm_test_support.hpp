@@ -55,14 +55,15 @@ enum class Values {
 
 std::vector<Bf16> random_bf16(size_t count, Values values, int64_t fan_in, std::mt19937_64& rng);
 // Row-space operand: data rows drawn at random, every other row NaN (they must never be read as data).
-std::vector<Bf16> random_rows(const RowSpace& rows, int64_t cols, Values values, int64_t fan_in,
-                              std::mt19937_64& rng);
+std::vector<Bf16> random_rows(const RowSpace& rows, int64_t cols, Values values, int64_t fan_in, std::mt19937_64& rng);
 std::vector<float> random_weights(const RowSpace& rows, std::mt19937_64& rng);  // router weights, both signs
 
 inline const __nv_bfloat16* as_device_bf16(const DeviceBuffer<Bf16>& b) {
     return reinterpret_cast<const __nv_bfloat16*>(b.get());
 }
-inline __nv_bfloat16* as_device_bf16(DeviceBuffer<Bf16>& b) { return reinterpret_cast<__nv_bfloat16*>(b.get()); }
+inline __nv_bfloat16* as_device_bf16(DeviceBuffer<Bf16>& b) {
+    return reinterpret_cast<__nv_bfloat16*>(b.get());
+}
 
 // The rows a test checks: every data row when the problem is small, else each expert's first and last rows
 // and a random sample (rows are independent in the grouped forms, so a sample checks the same code paths).
@@ -75,7 +76,7 @@ float dot_f32(const Bf16* a, int64_t a_stride, const Bf16* b, int64_t b_stride, 
 // Collects (got, same-precision reference, oracle) triples and judges them with reference/tolerance.hpp, or
 // demands bitwise equality of got and the same-precision reference (exact inputs).
 class Comparison {
-public:
+  public:
     explicit Comparison(std::string what) : what_(std::move(what)) {}
     void add(double got, double same_precision, double oracle);
     // Exact inputs: every got must equal its same-precision reference bit for bit.
@@ -83,7 +84,7 @@ public:
     void expect_within_tolerance() const;
     size_t size() const { return got_.size(); }
 
-private:
+  private:
     std::string what_;
     std::vector<double> got_;
     std::vector<double> same_;
@@ -94,5 +95,22 @@ private:
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body);
 
 bool is_poison(Bf16 v);
+
+// A grouped GEMM problem of the tests: widths and the rows of each local expert.
+struct GemmShape {
+    int32_t hidden;
+    int32_t width;
+    std::vector<int32_t> rows_per_expert;
+};
+
+// Odd sizes -- K and N not multiples of the tiles, empty and one-row experts, a two-tile expert with one row in
+// its second tile, a narrow problem of width `narrow_width` -- and every (H, I) of the model table with small
+// row counts.
+std::vector<GemmShape> test_shapes(int32_t narrow_width);
+
+std::string describe(const GemmShape& shape, Values values);
+
+// A launch on `num_sms` SMs (0: all) reporting to `status`.
+gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms);
 
 }  // namespace mok::test

@@ -17,28 +17,6 @@
 namespace mok::test {
 namespace {
 
-struct Shape {
-    int32_t hidden;
-    int32_t width;
-    std::vector<int32_t> rows_per_expert;
-};
-
-std::vector<Shape> test_shapes() {
-    const std::vector<int32_t> model_rows = {130, 0, 1, 257};
-    return {
-        {200, 136, {0, 1, 77, 128, 129, 300, 5}}, {72, 264, {3, 0, 129}}, {7168, 2048, model_rows},
-        {6144, 2048, model_rows},                 {4096, 1024, model_rows}, {7168, 3072, model_rows},
-        {4096, 1536, model_rows},
-    };
-}
-
-gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
-    gemm::LaunchConfig launch;
-    launch.status = status;
-    launch.num_sms = num_sms;
-    return launch;
-}
-
 // Output elements a test checks: all of them for small gradients, else a random sample per expert plus the
 // corners of every expert's matrix.
 std::vector<std::pair<int64_t, int64_t>> elements_to_check(int64_t num_rows, int64_t num_cols, int64_t work,
@@ -101,10 +79,9 @@ void check_grad(const GradCase& g, const RowSpace& rows, gemm::WeightGradMode mo
     values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
 }
 
-void check_weight_grads(const Shape& shape, Values values, gemm::WeightGradMode mode, uint64_t seed) {
-    SCOPED_TRACE("H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
-                 (values == Values::kExact ? " exact" : " random") +
-                 (mode == gemm::WeightGradMode::kFresh ? " fresh" : " accumulate") + " seed " + std::to_string(seed));
+void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradMode mode, uint64_t seed) {
+    SCOPED_TRACE(describe(shape, values) + (mode == gemm::WeightGradMode::kFresh ? " fresh" : " accumulate") +
+                 " seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     const RowSpace rows = make_row_space(shape.rows_per_expert);
     const int64_t H = shape.hidden;
@@ -189,7 +166,7 @@ TEST(GroupedGemmWeightGrad, Fresh) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    for (const Shape& shape : test_shapes()) {
+    for (const GemmShape& shape : test_shapes(264)) {
         for (Values values : {Values::kExact, Values::kRandom}) {
             check_weight_grads(shape, values, gemm::WeightGradMode::kFresh, seed++);
         }
@@ -201,7 +178,7 @@ TEST(GroupedGemmWeightGrad, AccumulateIntoMainGrad) {
         GTEST_SKIP() << "needs a GPU";
     }
     uint64_t seed = std::random_device{}();
-    const std::vector<Shape> shapes = test_shapes();
+    const std::vector<GemmShape> shapes = test_shapes(264);
     for (size_t i = 0; i < 3; ++i) {
         for (Values values : {Values::kExact, Values::kRandom}) {
             check_weight_grads(shapes[i], values, gemm::WeightGradMode::kAccumulate, seed++);

@@ -17,10 +17,10 @@ struct DgradDownForm {
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap dy;      // {H, rows}
-        CUtensorMap w_down;  // {I, H, E}, box {64, 64, 1}
+        CUtensorMap dy;                       // {H, rows}
+        CUtensorMap w_down;                   // {I, H, E}, box {64, 64, 1}
         epilogue::SwigluBackwardOutputs out;  // width = I = N
-        int32_t hidden;      // H = K
+        int32_t hidden;                       // H = K
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;

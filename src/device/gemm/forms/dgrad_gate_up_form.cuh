@@ -19,11 +19,11 @@ struct DgradGateUpForm {
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap dgu;     // {I, 2, rows}
-        CUtensorMap w_gate;  // {H, I, E}, box {64, 64, 1}
-        CUtensorMap w_up;    // {H, I, E}, box {64, 64, 1}
+        CUtensorMap dgu;               // {I, 2, rows}
+        CUtensorMap w_gate;            // {H, I, E}, box {64, 64, 1}
+        CUtensorMap w_up;              // {H, I, E}, box {64, 64, 1}
         epilogue::RowStoreOutput out;  // num_cols = H
-        int32_t width;       // I
+        int32_t width;                 // I
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;

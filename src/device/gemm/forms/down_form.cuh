@@ -15,10 +15,10 @@ struct DownForm {
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap h;       // {I, rows}
-        CUtensorMap w_down;  // {I, H, E}
+        CUtensorMap h;                 // {I, rows}
+        CUtensorMap w_down;            // {I, H, E}
         epilogue::RowStoreOutput out;  // num_cols = H
-        int32_t width;       // I = K
+        int32_t width;                 // I = K
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;

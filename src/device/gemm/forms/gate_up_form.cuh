@@ -21,7 +21,7 @@ struct GateUpForm {
         CUtensorMap w_gate;  // {H, I, E}
         CUtensorMap w_up;    // {H, I, E}
         epilogue::SwigluOutputs out;
-        int32_t hidden;      // H = K
+        int32_t hidden;  // H = K
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;

@@ -27,8 +27,8 @@ struct WeightGradGateUpForm {
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap dgu;  // {I, 2, rows}, box {64, 1, 64}
-        CUtensorMap x;    // {H, rows}, box {64, 64}
+        CUtensorMap dgu;                    // {I, 2, rows}, box {64, 1, 64}
+        CUtensorMap x;                      // {H, rows}, box {64, 64}
         epilogue::WeightGradOutput d_gate;  // (E, I, H)
         epilogue::WeightGradOutput d_up;    // (E, I, H)
         int32_t num_experts;
@@ -76,8 +76,8 @@ struct WeightGradDownForm {
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap dys;  // {H, rows}, box {64, 64}
-        CUtensorMap h;    // {I, rows}, box {64, 64}
+        CUtensorMap dys;                    // {H, rows}, box {64, 64}
+        CUtensorMap h;                      // {I, rows}, box {64, 64}
         epilogue::WeightGradOutput d_down;  // (E, H, I)
         int32_t num_experts;
     };
