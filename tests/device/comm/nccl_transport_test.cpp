@@ -104,21 +104,7 @@ class NcclRank {
     }
 
     plan::HostPlan download_plan() const {
-        const plan::PlanShape shape = problem_.c.plan_shape(rank_);
-        const plan::PlanTableSizes n = plan::table_sizes(shape);
-        const plan::PlanTables t = local_->buffers().plan;
-        plan::HostPlan p;
-        p.shape = shape;
-        p.chunk_counts = download(t.chunk_counts, n.chunk_entries);
-        p.chunk_offsets = download(t.chunk_offsets, n.chunk_entries);
-        p.expert_rows = download(t.expert_rows, n.experts);
-        p.segment_begin = download(t.segment_begin, n.experts);
-        p.owner_padded_rows = download(t.owner_padded_rows, n.ranks);
-        p.row_source = download(t.row_source, n.rows);
-        p.tile_expert = download(t.tile_expert, n.tiles);
-        p.slot_location = download(t.slot_location, n.slots);
-        p.status = download(t.status, 1)[0];
-        return p;
+        return testing::download_plan(local_->buffers().plan, problem_.c.plan_shape(rank_));
     }
     const RankDeviceData& data() const { return data_; }
 

@@ -78,4 +78,20 @@ CombineTarget RankDeviceData::combine_target(layout::TransportPass pass, int64_t
     return target;
 }
 
+plan::HostPlan download_plan(const plan::PlanTables& t, const plan::PlanShape& shape) {
+    const plan::PlanTableSizes n = plan::table_sizes(shape);
+    plan::HostPlan p;
+    p.shape = shape;
+    p.chunk_counts = download(t.chunk_counts, n.chunk_entries);
+    p.chunk_offsets = download(t.chunk_offsets, n.chunk_entries);
+    p.expert_rows = download(t.expert_rows, n.experts);
+    p.segment_begin = download(t.segment_begin, n.experts);
+    p.owner_padded_rows = download(t.owner_padded_rows, n.ranks);
+    p.row_source = download(t.row_source, n.rows);
+    p.tile_expert = download(t.tile_expert, n.tiles);
+    p.slot_location = download(t.slot_location, n.slots);
+    p.status = download(t.status, 1)[0];
+    return p;
+}
+
 }  // namespace mok::comm::testing

@@ -8,6 +8,7 @@
 #include "comm/device_buffer.hpp"
 #include "comm/transport_problem.hpp"
 #include "device/comm/transport_launch.hpp"
+#include "host/plan/host_plan.hpp"
 
 namespace mok::comm::testing {
 
@@ -41,5 +42,8 @@ struct RankDeviceData {
     PushSource push_source(layout::TransportPass pass, bool per_tile_flags) const;
     CombineTarget combine_target(layout::TransportPass pass, int64_t hidden) const;
 };
+
+// A rank's device plan tables, downloaded into a HostPlan for comparison with the host's.
+plan::HostPlan download_plan(const plan::PlanTables& tables, const plan::PlanShape& shape);
 
 }  // namespace mok::comm::testing

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "comm/device_buffer.hpp"
+#include "comm/rank_data.hpp"
 #include "host/comm/device_status.hpp"
 
 namespace mok::comm::testing {
@@ -75,21 +76,7 @@ void VirtualHarness::poison() const {
 }
 
 plan::HostPlan VirtualHarness::download_plan(int32_t rank) const {
-    const plan::PlanShape shape = problem_.c.plan_shape(rank);
-    const plan::PlanTableSizes n = plan::table_sizes(shape);
-    const plan::PlanTables t = locals_[rank]->buffers().plan;
-    plan::HostPlan p;
-    p.shape = shape;
-    p.chunk_counts = download(t.chunk_counts, n.chunk_entries);
-    p.chunk_offsets = download(t.chunk_offsets, n.chunk_entries);
-    p.expert_rows = download(t.expert_rows, n.experts);
-    p.segment_begin = download(t.segment_begin, n.experts);
-    p.owner_padded_rows = download(t.owner_padded_rows, n.ranks);
-    p.row_source = download(t.row_source, n.rows);
-    p.tile_expert = download(t.tile_expert, n.tiles);
-    p.slot_location = download(t.slot_location, n.slots);
-    p.status = download(t.status, 1)[0];
-    return p;
+    return testing::download_plan(locals_[rank]->buffers().plan, problem_.c.plan_shape(rank));
 }
 
 Status run_step(const VirtualHarness& harness, const StepOptions& options, bool backward, cudaStream_t stream) {
