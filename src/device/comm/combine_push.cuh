@@ -46,7 +46,7 @@ struct PushParams {
 
 template <typename Peers>
 __device__ __forceinline__ int64_t push_num_tiles(const PushParams<Peers>& p) {
-    return p.owner_padded_rows[p.peers.rank] / kTileRows;
+    return plan_num_tiles(p.owner_padded_rows, p.peers.rank);
 }
 
 template <typename Peers>
@@ -56,9 +56,7 @@ class PushPolicy {
         : p_(p), sequence_(layout::pass_sequence(p.control->step, p.pass)), row_bytes_(p.window.shape.row_bytes()) {}
 
     __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
-        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-            rows[r] = p_.row_source[tile * kTileRows + r];
-        }
+        load_plan_tile_rows(p_.row_source, tile, rows, lane);
     }
 
     // Load gate: the producer of the tile's output rows published them (when it publishes per tile).

@@ -51,7 +51,7 @@ struct DispatchParams {
 // sized for the worst case and the launch captured in a graph).
 template <typename Peers>
 __device__ __forceinline__ int64_t dispatch_num_tiles(const DispatchParams<Peers>& p) {
-    return p.owner_padded_rows[p.peers.rank] / kTileRows;
+    return plan_num_tiles(p.owner_padded_rows, p.peers.rank);
 }
 
 template <typename Peers>
@@ -65,9 +65,7 @@ class DispatchPolicy {
           ring_tiles_(p.ring_rows_count / kTileRows) {}
 
     __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
-        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-            rows[r] = p_.row_source[tile * kTileRows + r];
-        }
+        load_plan_tile_rows(p_.row_source, tile, rows, lane);
     }
 
     // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it

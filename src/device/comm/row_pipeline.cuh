@@ -66,6 +66,20 @@ struct TileRange {
     __device__ __forceinline__ int64_t tile(int64_t idx) const { return begin + idx * stride; }
 };
 
+// The row-space tiles of this rank's plan: its padded rows over 128 (read from device memory, so that grids can
+// be sized for the worst case and launches captured in a graph).
+__device__ __forceinline__ int64_t plan_num_tiles(const int32_t* owner_padded_rows, int32_t rank) {
+    return owner_padded_rows[rank] / kTileRows;
+}
+
+// Loads a tile's row metadata from the plan's row table, the whole warp in parallel (a policy's load_tile_rows).
+__device__ __forceinline__ void load_plan_tile_rows(const plan::RowSource* row_source, int64_t tile,
+                                                    plan::RowSource* rows, uint32_t lane) {
+    for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+        rows[r] = row_source[tile * kTileRows + r];
+    }
+}
+
 struct RowPipelineStorage {
     alignas(128) uint8_t stages[kCopyStages][kStageBytes];  // (kStageBytes) x kCopyStages
     plan::RowSource tile_rows[kTileRowBuffers][kTileRows];  // (kTileRows) x 2: metadata of the tiles in flight
