@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "mok/comm.hpp"
 #include "mok/config.hpp"
 #include "mok/status.hpp"
 #include "mok/tensor.hpp"
@@ -90,6 +91,10 @@ struct LayerOptions {
     Config config;
     Backend backend = Backend::kCpuReference;
     Device device = Device::cpu();  // where tensors live: the CPU, or the GPU of this process
+    // The EP group's communicator (mok/comm.hpp): required for Backend::kCuda when ranks live in other processes
+    // (num_local_ranks < ep_size; then num_local_ranks is 1 and first_local_rank is the communicator's rank);
+    // null otherwise.
+    std::shared_ptr<Communicator> communicator;
 };
 
 // Row counts of one rank's routing plan, for reports and load-balance monitoring.
@@ -103,6 +108,10 @@ struct RoutingStats {
 class Workspace {
   public:
     static Status create(Backend backend, Device device, size_t bytes, std::shared_ptr<Workspace>* out);
+    // With ranks in other processes: also allocates the symmetric memory the transport shares with the peers and
+    // registers it with `communicator`. Collective: every rank calls it with the same `bytes`.
+    static Status create(Backend backend, Device device, size_t bytes, std::shared_ptr<Communicator> communicator,
+                         std::shared_ptr<Workspace>* out);
     virtual ~Workspace() = default;
     virtual size_t bytes() const = 0;
     virtual Backend backend() const = 0;
@@ -139,6 +148,12 @@ class MoeLayer {
     // `inputs` must be the inputs the context was made from.
     virtual Status backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args,
                             const ForwardContext& context, void* stream = nullptr) = 0;
+
+    // forward, backward and recompute_forward only enqueue work on Backend::kCuda: failures found on the GPU
+    // (schedule overflow, a peer that timed out) are recorded there. synchronize waits for `stream`, then returns
+    // the first such failure of this layer's calls since the last synchronize and clears it, so that the next
+    // step runs normally. Always ok on the CPU reference, whose calls report everything themselves.
+    virtual Status synchronize(void* stream = nullptr) = 0;
 };
 
 }  // namespace mok

@@ -22,7 +22,9 @@ class BackendProvider {
     virtual Status check_options(const LayerOptions& options) const = 0;
     // Called only with options that passed check_options.
     virtual size_t workspace_bytes(const LayerOptions& options) const = 0;
-    virtual Status create_workspace(Device device, size_t bytes, std::shared_ptr<Workspace>* out) const = 0;
+    // `communicator` is null when every rank is local.
+    virtual Status create_workspace(Device device, size_t bytes, std::shared_ptr<Communicator> communicator,
+                                    std::shared_ptr<Workspace>* out) const = 0;
     // Called only with valid options and a workspace of this backend and device, large enough.
     virtual Status create_layer(const LayerOptions& options, std::shared_ptr<Workspace> workspace,
                                 std::unique_ptr<MoeLayer>* out) const = 0;
@@ -53,6 +55,7 @@ class CheckedLayer : public MoeLayer {
     Status recompute_forward(std::span<const RankInputs> inputs, ForwardContext* context, void* stream) final;
     Status backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args,
                     const ForwardContext& context, void* stream) final;
+    Status synchronize(void* stream) final;
 
   protected:
     CheckedLayer(const LayerOptions& options, std::shared_ptr<Workspace> workspace);
@@ -67,6 +70,8 @@ class CheckedLayer : public MoeLayer {
     // `context` is ready (filled by forward or recompute_forward).
     virtual Status run_backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args,
                                 const ContextBase& context, void* stream) = 0;
+    // Waits for the backend's work on `stream` and reports its device-side failures; none by default.
+    virtual Status run_synchronize(void* /*stream*/) { return Status::ok(); }
 
   private:
     LayerOptions options_;

@@ -106,15 +106,25 @@ Status CheckedLayer::backward(std::span<const RankInputs> inputs, std::span<cons
     return guarded("backward", [&] { return run_backward(inputs, args, *own, stream); });
 }
 
+Status CheckedLayer::synchronize(void* stream) {
+    return guarded("synchronize", [&] { return run_synchronize(stream); });
+}
+
 }  // namespace api
 
 Status Workspace::create(Backend backend, Device device, size_t bytes, std::shared_ptr<Workspace>* out) {
+    return create(backend, device, bytes, nullptr, out);
+}
+
+Status Workspace::create(Backend backend, Device device, size_t bytes, std::shared_ptr<Communicator> communicator,
+                         std::shared_ptr<Workspace>* out) {
     if (out == nullptr) {
         return Status::invalid_argument("out", "a non-null pointer");
     }
     const api::BackendProvider* provider = nullptr;
     MOK_RETURN_IF_ERROR(api::find_backend(backend, "backend", &provider));
-    return api::guarded("Workspace::create", [&] { return provider->create_workspace(device, bytes, out); });
+    return api::guarded("Workspace::create",
+                        [&] { return provider->create_workspace(device, bytes, std::move(communicator), out); });
 }
 
 Status MoeLayer::workspace_bytes(const LayerOptions& options, size_t* bytes) {

@@ -264,6 +264,10 @@ class CpuBackend final : public api::BackendProvider {
             return Status::invalid_argument("options.device",
                                             "cpu for Backend::kCpuReference, got " + to_string(options.device));
         }
+        if (options.communicator != nullptr) {
+            return Status::invalid_argument("options.communicator",
+                                            "null for Backend::kCpuReference, which simulates every rank locally");
+        }
         if (options.topology.num_local_ranks != options.topology.ep_size) {
             return {StatusCode::kNotSupported,
                     "Backend::kCpuReference simulates the whole EP group in one process: topology.num_local_ranks "
@@ -277,9 +281,14 @@ class CpuBackend final : public api::BackendProvider {
     // The reference keeps its scratch in its own containers.
     size_t workspace_bytes(const LayerOptions& /*options*/) const override { return 0; }
 
-    Status create_workspace(Device device, size_t bytes, std::shared_ptr<Workspace>* out) const override {
+    Status create_workspace(Device device, size_t bytes, std::shared_ptr<Communicator> communicator,
+                            std::shared_ptr<Workspace>* out) const override {
         if (device != Device::cpu()) {
             return Status::invalid_argument("device", "cpu for Backend::kCpuReference, got " + to_string(device));
+        }
+        if (communicator != nullptr) {
+            return Status::invalid_argument("communicator",
+                                            "null for Backend::kCpuReference, which simulates every rank locally");
         }
         *out = std::make_shared<HostWorkspace>(bytes);
         return Status::ok();
