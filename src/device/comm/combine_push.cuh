@@ -4,11 +4,11 @@
 //
 // Ordering, per tile t of the owner's row space:
 //   1. load gate: when the producer publishes per tile (out_ready != nullptr), out_ready[t] >= this pass's
-//      sequence (acquire at GPU scope), then a proxy fence so the bulk loads see its rows;
-//   2. rows go shared -> the source's combine_rows[token * k + slot] with bulk stores; no wait is needed on the
+//      sequence (acquire at GPU scope);
+//   2. rows go registers -> the source's combine_rows[token * k + slot] (row_copy.cuh); no wait is needed on the
 //      destination: a source reuses its combine rows only for a later pass, which it starts only after its
 //      combine of this pass finished (docs/transport.md, "Why the combine rows can be shared");
-//   3. after the tile's stores completed (and lane 0's proxy fence): the router-weight gradients are stored with
+//   3. after every thread's stores (team barrier): the router-weight gradients are stored with
 //      plain stores, then every lane issues one release fence at system scope and stores the per-row flags
 //      combine_ready[token * k + slot] = sequence with relaxed stores: one fence per lane instead of one per row;
 //   4. out_free[t] = sequence (release, GPU scope) hands the output rows back to their producer.
@@ -19,7 +19,7 @@
 
 #include "common/device_status.hpp"
 #include "device/comm/copy_geometry.hpp"
-#include "device/comm/row_pipeline.cuh"
+#include "device/comm/row_copy.cuh"
 #include "device/comm/signals.cuh"
 #include "device/common/bounded_wait.cuh"
 #include "device/layout/transport_layout.hpp"
@@ -60,32 +60,18 @@ class PushPolicy {
     }
 
     // Load gate: the producer of the tile's output rows published them (when it publishes per tile).
-    __device__ bool load_gate_open(int64_t tile, const plan::RowSource*, uint32_t lane) const {
+    __device__ bool wait_load_gate(int64_t tile, const plan::RowSource*, uint32_t lane) const {
         if (p_.out_ready == nullptr) {
             return true;
         }
-        bool open = true;
-        if (lane == 0) {
-            open = flag_reached_gpu(&p_.out_ready[tile], sequence_);
-            if (open) {
-                // The bulk loads that follow (async proxy) read rows the producer wrote before its release.
-                ptx::fence_proxy_async_global();
-            }
-        }
-        return warp_uniform(open);
-    }
-
-    __device__ bool wait_load_gate(int64_t tile, const plan::RowSource*, uint32_t lane) const {
         bool ok = true;
         if (lane == 0) {
             ok = wait_flag_gpu(p_.ctx, WaitSite::kRowsReady, &p_.out_ready[tile], sequence_);
-            ptx::fence_proxy_async_global();
         }
         return warp_uniform(ok);
     }
 
     // Store gate: none; each (token, slot) has its private combine row.
-    __device__ bool store_gate_open(int64_t, uint32_t) const { return true; }
     __device__ bool wait_store_gate(int64_t, uint32_t) const { return true; }
 
     __device__ const void* load_src(int64_t tile, plan::RowSource, uint32_t row_in_tile) const {
@@ -108,8 +94,9 @@ class PushPolicy {
                 }
             }
         }
-        // Every lane now releases: lane 0's completed bulk stores and the lanes' gradient stores are ordered
-        // (through the warp barrier, then this cumulative fence) before the flags stored below.
+        // Every lane now releases: the team's row stores (ordered before this call by the team barrier) and the
+        // lanes' gradient stores (through the warp barrier) come, by this cumulative fence, before the flags
+        // stored below.
         __syncwarp();
         ptx::fence_acq_rel_sys();
         for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
@@ -120,7 +107,7 @@ class PushPolicy {
             }
         }
         if (lane == 0 && p_.out_free != nullptr) {
-            // Lane 0 observed every bulk load of the tile complete (mbarrier acquire): the rows may be reused.
+            // Every thread's loads of the tile completed before the team barrier: the rows may be reused.
             ptx::st_release_gpu(&p_.out_free[tile], sequence_);
         }
     }
@@ -131,13 +118,13 @@ class PushPolicy {
     const int64_t row_bytes_;
 };
 
-// Pushes `tiles` of this rank's output rows to their sources; the calling warp must be converged.
+// Pushes `tiles` of this rank's output rows to their sources; every thread of `team` calls it.
 template <typename Peers>
-__device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowPipelineStorage& storage,
-                                           RowPipelineState& state, const TileRange& tiles) {
+__device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowCopyStorage& storage, const CopyTeam& team,
+                                           const TileRange& tiles) {
     const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
     PushPolicy<Peers> policy(p);
-    return run_row_pipeline(storage, state, geometry, policy, tiles, p.ctx);
+    return run_row_copy(storage, team, geometry, policy, tiles);
 }
 
 }  // namespace mok::comm

@@ -2,24 +2,23 @@
 // ring, tile by tile, and publishes each tile's readiness for the GEMM.
 //
 // Row r of the owner's row space (the plan's row_source[r] names its source rank and token) lands in ring slot
-// r mod ring_rows. Ordering, per tile t (rows [128 t, 128 t + 128)):
+// r mod ring_rows. Ordering, per tile t (rows [128 t, 128 t + 128)), on the row copy (row_copy.cuh):
 //   1. before loading: for each source rank not yet seen, wait until it announced its rows for this step
 //      (route_ready[step parity][source] >= step for x rows, grads_ready[source] >= step for dy rows; relaxed
-//      polls + acquire fence at system scope), then a proxy fence so the bulk loads see the rows;
+//      polls + acquire fence at system scope);
 //   2. before storing into the ring: when t >= ring_tiles, wait until tile t - ring_tiles (same slots, previous
-//      lap) was released by its consumer (ring_free >= this pass's sequence; acquire at GPU scope), then a proxy
-//      fence so the bulk stores come after the consumer's reads;
-//   3. after the tile's stores completed: ring_ready[t] = sequence (release at GPU scope). A consumer waits for it
-//      with wait_ring_tile (device/comm/ring.cuh).
+//      lap) was released by its consumer (ring_free >= this pass's sequence; acquire at GPU scope);
+//   3. after every thread's stores (team barrier): ring_ready[t] = sequence (release at GPU scope). A consumer
+//      waits for it with wait_ring_tile (device/comm/ring.cuh).
 // Pulling keeps the owner's NVLink reads in its own hands: an imbalanced owner pulls at its own pace, and no
-// cross-GPU completion flag is needed for the data (the bulk loads complete on a local mbarrier).
+// cross-GPU completion flag is needed for the data (the loads complete in the pulling threads' registers).
 #pragma once
 
 #include <cstdint>
 
 #include "common/device_status.hpp"
 #include "device/comm/copy_geometry.hpp"
-#include "device/comm/row_pipeline.cuh"
+#include "device/comm/row_copy.cuh"
 #include "device/comm/signals.cuh"
 #include "device/common/bounded_wait.cuh"
 #include "device/layout/transport_layout.hpp"
@@ -69,25 +68,7 @@ class DispatchPolicy {
     }
 
     // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it
-    // already observed, so each flag is acquired once per CTA and pass.
-    __device__ bool load_gate_open(int64_t, const plan::RowSource* rows, uint32_t lane) {
-        bool open = true;
-        if (lane == 0) {
-            uint64_t pending = unseen_sources(rows);
-            while (open && pending != 0) {
-                const int32_t src = __ffsll(static_cast<long long>(pending)) - 1;
-                open = flag_reached_sys(source_ready_flag(src), step_);
-                pending &= pending - 1;
-                sources_seen_ |= open ? uint64_t{1} << src : 0;
-            }
-            if (open) {
-                // The bulk loads that follow (async proxy) read rows the sources wrote with generic stores.
-                ptx::fence_proxy_async_global();
-            }
-        }
-        return warp_uniform(open);
-    }
-
+    // already observed, so each flag is acquired once per team and pass.
     __device__ bool wait_load_gate(int64_t, const plan::RowSource* rows, uint32_t lane) {
         bool ok = true;
         if (lane == 0) {
@@ -98,32 +79,19 @@ class DispatchPolicy {
                 pending &= pending - 1;
                 sources_seen_ |= ok ? uint64_t{1} << src : 0;
             }
-            ptx::fence_proxy_async_global();
         }
         return warp_uniform(ok);
     }
 
-    // Store gate: the ring slots of this tile were freed by the previous lap's consumer.
-    __device__ bool store_gate_open(int64_t tile, uint32_t lane) const {
+    // Store gate: the ring slots of this tile were freed by the previous lap's consumer (its reads of them are
+    // done before its release; the acquire orders the stores here after them).
+    __device__ bool wait_store_gate(int64_t tile, uint32_t lane) const {
         if (tile < ring_tiles_) {
             return true;
         }
-        bool open = true;
-        if (lane == 0) {
-            open = flag_reached_gpu(&p_.ring_free[tile - ring_tiles_], sequence_);
-            if (open) {
-                // The bulk stores that follow (async proxy) overwrite rows the consumer read: after its release.
-                ptx::fence_proxy_async_global();
-            }
-        }
-        return warp_uniform(open);
-    }
-
-    __device__ bool wait_store_gate(int64_t tile, uint32_t lane) const {
         bool ok = true;
         if (lane == 0) {
             ok = wait_flag_gpu(p_.ctx, WaitSite::kRingSlotFree, &p_.ring_free[tile - ring_tiles_], sequence_);
-            ptx::fence_proxy_async_global();
         }
         return warp_uniform(ok);
     }
@@ -140,7 +108,9 @@ class DispatchPolicy {
         return p_.ring_rows + (row % p_.ring_rows_count) * row_bytes_;
     }
 
-    // The tile's rows are in the ring (stores complete, proxy fence issued by lane 0): publish them.
+    // Every thread of the team stored its part of the tile (the team barrier before this call): publish it. The
+    // release is cumulative over those stores. A consumer that reads the ring through the async proxy (TMA) adds
+    // its own proxy fence after its acquire.
     __device__ void finish_tile(int64_t tile, const plan::RowSource*, uint32_t lane) const {
         if (lane == 0) {
             ptx::st_release_gpu(&p_.ring_ready[tile], sequence_);
@@ -172,14 +142,14 @@ class DispatchPolicy {
     uint64_t sources_seen_ = 0;  // lane 0's record of the sources whose announcement it already observed
 };
 
-// Dispatches `tiles` of this rank's row space; the calling warp must be converged. The megakernel's
-// communication warps call this with their share of the tiles; dispatch_kernel below is the standalone form.
+// Dispatches `tiles` of this rank's row space; every thread of `team` calls it. The megakernel's communication
+// warps call this with their share of the tiles; dispatch_kernel (row_kernels.cu) is the standalone form.
 template <typename Peers>
-__device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, RowPipelineStorage& storage,
-                                               RowPipelineState& state, const TileRange& tiles) {
+__device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, RowCopyStorage& storage,
+                                               const CopyTeam& team, const TileRange& tiles) {
     const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
     DispatchPolicy<Peers> policy(p);
-    return run_row_pipeline(storage, state, geometry, policy, tiles, p.ctx);
+    return run_row_copy(storage, team, geometry, policy, tiles);
 }
 
 }  // namespace mok::comm

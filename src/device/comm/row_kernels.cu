@@ -7,46 +7,43 @@
 #include "device/comm/combine_reduce.cuh"
 #include "device/comm/dispatch.cuh"
 #include "device/comm/launch_support.cuh"
-#include "device/comm/row_pipeline.cuh"
+#include "device/comm/row_copy.cuh"
 #include "device/comm/signals.cuh"
-#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::comm {
 namespace {
 
-// One warp per block: the pipeline is driven by one warp. Its shared-memory stages (kRowPipelineSmemBytes) allow
-// one block per SM, which the launch bounds tell ptxas, so that it does not trade registers for an occupancy the
-// shared memory rules out.
-constexpr int kPipelineBlocksPerSm = 1;
+// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team. 1024 threads
+// with kChunksInFlight loads each keep 64 KiB in flight per SM (row_copy.cuh), like the SM copy ceiling kernel.
+constexpr uint32_t kRowCopyThreads = 1024;
+// The team's named barrier: any id but 0, which __syncthreads uses.
+constexpr uint32_t kRowCopyBarrier = 1;
 
-template <typename Peers>
-__global__ void __launch_bounds__(kWarpSize, kPipelineBlocksPerSm)
-    dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set) {
-    extern __shared__ uint8_t dynamic_smem[];
-    const BlockSlice slice = block_slice(set);
-    const DispatchParams<Peers>& p = set.ranks[slice.rank_slot];
-    if (warp_uniform(step_failed(p.ctx))) {
-        return;
-    }
-    RowPipelineStorage& storage = row_pipeline_storage(dynamic_smem);
-    row_pipeline_init(storage);
-    RowPipelineState state;
-    dispatch_tiles(p, storage, state, TileRange{slice.block_idx, dispatch_num_tiles(p), slice.num_blocks});
+__device__ __forceinline__ CopyTeam block_team() {
+    return CopyTeam{threadIdx.x, blockDim.x, kRowCopyBarrier};
 }
 
 template <typename Peers>
-__global__ void __launch_bounds__(kWarpSize, kPipelineBlocksPerSm)
-    push_kernel(const __grid_constant__ RankSet<PushParams<Peers>> set) {
-    extern __shared__ uint8_t dynamic_smem[];
+__global__ void __launch_bounds__(kRowCopyThreads)
+    dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set) {
+    __shared__ RowCopyStorage storage;
     const BlockSlice slice = block_slice(set);
-    const PushParams<Peers>& p = set.ranks[slice.rank_slot];
-    if (warp_uniform(step_failed(p.ctx))) {
+    const DispatchParams<Peers>& p = set.ranks[slice.rank_slot];
+    if (__syncthreads_or(step_failed(p.ctx))) {
         return;
     }
-    RowPipelineStorage& storage = row_pipeline_storage(dynamic_smem);
-    row_pipeline_init(storage);
-    RowPipelineState state;
-    push_tiles(p, storage, state, TileRange{slice.block_idx, push_num_tiles(p), slice.num_blocks});
+    dispatch_tiles(p, storage, block_team(), TileRange{slice.block_idx, dispatch_num_tiles(p), slice.num_blocks});
+}
+
+template <typename Peers>
+__global__ void __launch_bounds__(kRowCopyThreads) push_kernel(const __grid_constant__ RankSet<PushParams<Peers>> set) {
+    __shared__ RowCopyStorage storage;
+    const BlockSlice slice = block_slice(set);
+    const PushParams<Peers>& p = set.ranks[slice.rank_slot];
+    if (__syncthreads_or(step_failed(p.ctx))) {
+        return;
+    }
+    push_tiles(p, storage, block_team(), TileRange{slice.block_idx, push_num_tiles(p), slice.num_blocks});
 }
 
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ RankSet<CombineParams> set) {
@@ -77,8 +74,7 @@ Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass p
     MOK_RETURN_IF_ERROR(check_blocks(blocks_per_rank));
     const auto set = rank_set<DispatchParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return dispatch_params(group, slot, pass, ring); });
-    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<dispatch_kernel<Peers>>());
-    dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kWarpSize, kRowPipelineSmemBytes, stream>>>(set);
+    dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set);
     return launch_status("dispatch_kernel");
 }
 
@@ -101,8 +97,7 @@ Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass,
     }
     const auto set = rank_set<PushParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return push_params(group, slot, pass, sources[slot]); });
-    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<push_kernel<Peers>>());
-    push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kWarpSize, kRowPipelineSmemBytes, stream>>>(set);
+    push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set);
     return launch_status("push_kernel");
 }
 

@@ -87,7 +87,7 @@ Status enqueue_plan(const LaunchGroup<Peers>& group, cudaStream_t stream);
 template <typename Peers>
 Status enqueue_grads_announce(const LaunchGroup<Peers>& group, cudaStream_t stream);
 
-// Pulls each rank's routed rows into ring `ring`, with `blocks_per_rank` single-warp blocks per rank.
+// Pulls each rank's routed rows into ring `ring`, with `blocks_per_rank` blocks (SMs) per rank.
 template <typename Peers>
 Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass pass, layout::RingId ring,
                         int32_t blocks_per_rank, cudaStream_t stream);

@@ -4,7 +4,7 @@
 
 #include "comm/test_consumer.cuh"
 #include "device/comm/launch_support.cuh"
-#include "device/comm/row_pipeline.cuh"
+#include "device/comm/row_copy.cuh"
 #include "device/comm/transport_params.cuh"
 #include "host/comm/device_status.hpp"
 #include "host/comm/transport_memory.hpp"
@@ -13,6 +13,8 @@ namespace mok::comm::testing {
 namespace {
 
 constexpr int32_t kConsumerThreads = 256;
+// The copy team's named barrier in dispatch and push blocks (0 is __syncthreads).
+constexpr uint32_t kCopyBarrier = 1;
 
 template <typename Peers>
 struct PipelineParams {
@@ -34,32 +36,26 @@ __global__ void __launch_bounds__(kConsumerThreads)
     consume_tiles(p, slice.block_idx, slice.num_blocks);
 }
 
-// The roles of one rank's slice: dispatch blocks, then consumer blocks, then push blocks. Dispatch and push use
-// their first warp only (the row pipeline is one warp); the consumer uses the whole block.
+// The roles of one rank's slice: dispatch blocks, then consumer blocks, then push blocks; each role uses the
+// whole block (dispatch and push as one copy team).
 template <typename Peers>
 __global__ void __launch_bounds__(kConsumerThreads)
     pipeline_kernel(const __grid_constant__ RankSet<PipelineParams<Peers>> set) {
-    extern __shared__ uint8_t dynamic_smem[];
+    __shared__ RowCopyStorage storage;
     const BlockSlice slice = block_slice(set);
     const PipelineParams<Peers>& p = set.ranks[slice.rank_slot];
     const int32_t block = slice.block_idx;
     const int32_t push_begin = p.dispatch_blocks + p.consumer_blocks;
-    if (block >= p.dispatch_blocks && block < push_begin) {
-        if (!__syncthreads_or(step_failed(p.consumer.ctx))) {
-            consume_tiles(p.consumer, block - p.dispatch_blocks, p.consumer_blocks);
-        }
+    if (__syncthreads_or(step_failed(p.consumer.ctx))) {
         return;
     }
-    if (threadIdx.x >= kWarpSize || warp_uniform(step_failed(p.dispatch.ctx))) {
-        return;
-    }
-    RowPipelineStorage& storage = row_pipeline_storage(dynamic_smem);
-    row_pipeline_init(storage);
-    RowPipelineState state;
+    const CopyTeam team{threadIdx.x, blockDim.x, kCopyBarrier};
     if (block < p.dispatch_blocks) {
-        dispatch_tiles(p.dispatch, storage, state, TileRange{block, dispatch_num_tiles(p.dispatch), p.dispatch_blocks});
+        dispatch_tiles(p.dispatch, storage, team, TileRange{block, dispatch_num_tiles(p.dispatch), p.dispatch_blocks});
+    } else if (block < push_begin) {
+        consume_tiles(p.consumer, block - p.dispatch_blocks, p.consumer_blocks);
     } else {
-        push_tiles(p.push, storage, state, TileRange{block - push_begin, push_num_tiles(p.push), p.push_blocks});
+        push_tiles(p.push, storage, team, TileRange{block - push_begin, push_num_tiles(p.push), p.push_blocks});
     }
 }
 
@@ -115,11 +111,7 @@ Status launch_pipeline(const LaunchGroup<Peers>& group, layout::TransportPass pa
                                      options.consumer_blocks,
                                      options.push_blocks};
     });
-    MOK_RETURN_IF_ERROR(
-        cuda_status(cudaFuncSetAttribute(pipeline_kernel<Peers>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kRowPipelineSmemBytes)),
-                    "cudaFuncSetAttribute(pipeline_kernel)"));
-    pipeline_kernel<Peers><<<set.num_ranks * blocks, kConsumerThreads, kRowPipelineSmemBytes, stream>>>(set);
+    pipeline_kernel<Peers><<<set.num_ranks * blocks, kConsumerThreads, 0, stream>>>(set);
     return launch_status("pipeline_kernel");
 }
 

@@ -147,8 +147,8 @@ TEST(VirtualTransport, SkewedRoutingThroughASmallRing) {
     run_and_check(c, options);
 }
 
-// Row sizes of each copy geometry: 16 short rows per stage, one row per stage (H 7168, DeepSeek-V3), two rows per
-// stage (H 4096), and rows split in two pieces (H 8200).
+// Row sizes that deal a tile's chunks differently over the team: rows shorter than a warp's 512 bytes (H 64),
+// the model rows (H 7168, DeepSeek-V3; H 4096), and rows that are not a whole number of warp-wide runs (H 8200).
 TEST(VirtualTransport, EveryCopyGeometry) {
     MOK_REQUIRE_GPU();
     uint64_t seed = 400;
