@@ -49,4 +49,29 @@ struct CopyGeometry {
     }
 };
 
+// Walks chunks first, first + stride, first + 2 stride, ... of a tile without a division per step: a thread
+// copies tens of chunks per tile, and the division would cost more issue slots than the copy itself.
+struct ChunkCursor {
+    uint32_t row = 0;           // listed row of the current chunk
+    uint32_t chunk_in_row = 0;  // its chunk inside the row
+    uint32_t step_rows = 0;     // the stride, as whole rows ...
+    uint32_t step_chunks = 0;   // ... and the chunks left over, fewer than a row
+    uint32_t row_chunks = 0;
+
+    MOK_HOST_DEVICE static ChunkCursor make(const CopyGeometry& g, uint32_t first, uint32_t stride) {
+        return {first / g.row_chunks, first % g.row_chunks, stride / g.row_chunks, stride % g.row_chunks, g.row_chunks};
+    }
+
+    MOK_HOST_DEVICE uint32_t byte_offset() const { return chunk_in_row * kCopyGranule; }
+
+    MOK_HOST_DEVICE void advance() {
+        row += step_rows;
+        chunk_in_row += step_chunks;
+        if (chunk_in_row >= row_chunks) {
+            chunk_in_row -= row_chunks;
+            ++row;
+        }
+    }
+};
+
 }  // namespace mok::comm

@@ -7,6 +7,7 @@
 #include "device/comm/launch_support.cuh"
 #include "device/comm/peer_barrier.cuh"
 #include "device/comm/routing_exchange.cuh"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::comm {
 namespace {
@@ -56,6 +57,12 @@ Status invalid(const std::string& what, const std::string& expected) {
 
 }  // namespace
 
+Status load_exchange_kernels() {
+    return host::load_kernels<routing_exchange_kernel<VirtualPeers>, routing_exchange_kernel<NcclPeers>,
+                              grads_announce_kernel<VirtualPeers>, grads_announce_kernel<NcclPeers>,
+                              barrier_kernel<VirtualPeers>, barrier_kernel<NcclPeers>>("transport exchange");
+}
+
 template <typename Peers>
 Status validate_group(const LaunchGroup<Peers>& group) {
     const layout::TransportShape& shape = group.window.shape;
@@ -92,7 +99,11 @@ Status validate_group(const LaunchGroup<Peers>& group) {
             return invalid("ranks[" + std::to_string(slot) + "]", "a rank of the group with its window and buffers");
         }
     }
-    return Status::ok();
+    // Every kernel a step can launch is loaded before the first one runs (host/cuda/kernel_attributes.hpp says
+    // why); after the first call this is a check of a bit.
+    MOK_RETURN_IF_ERROR(load_exchange_kernels());
+    MOK_RETURN_IF_ERROR(load_row_kernels());
+    return load_plan_kernels();
 }
 
 template <typename Peers>

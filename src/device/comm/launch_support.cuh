@@ -25,6 +25,11 @@ RankSet<Params> rank_set(const LaunchGroup<Peers>& group, int32_t blocks_per_ran
     return set;
 }
 
+// Load the kernels of each transport .cu file (host/cuda/kernel_attributes.hpp); validate_group calls them all.
+Status load_exchange_kernels();
+Status load_row_kernels();
+Status load_plan_kernels();
+
 inline Status launch_status(const char* kernel) {
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) {

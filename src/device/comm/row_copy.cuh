@@ -40,11 +40,13 @@ namespace mok::comm {
 
 inline constexpr uint32_t kWarpSize = 32;
 inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
-// 16-byte loads each thread keeps in flight: with 1024 threads, 64 KiB per SM, which covers NVLink's latency
-// at the per-SM rate that fills the link from 16 SMs (the SM copy ceiling, bench/transport).
-inline constexpr uint32_t kChunksInFlight = 4;
+// 16-byte loads each thread keeps in flight: with 512 threads, 128 KiB per SM. A team's rate is bytes in flight
+// over latency: with 64 KiB the copy ran at 32 GB/s per SM, local and remote rows together (about 2 us of
+// latency); the link needs 25 GB/s per SM of remote rows alone from 16 SMs, and about half the rows are local.
+// 16 loads of 16 bytes take 64 registers, which 512-thread blocks afford (1024-thread blocks would spill).
+inline constexpr uint32_t kChunksInFlight = 16;
 
-// The threads that run the copy together: a whole block in the standalone kernels, the communication warps of
+// The threads that run the copy together: a whole 512-thread block in the standalone kernels, the communication warps of
 // a block in a fused kernel. They share one named barrier, reserved for the team.
 struct CopyTeam {
     uint32_t thread_idx;   // in [0, num_threads)
@@ -150,35 +152,39 @@ class RowCopyRun {
         }
     }
 
-    // Every thread: chunks thread_idx, thread_idx + n, ... of the tile, kChunksInFlight loads at a time.
+    // Every thread: chunks thread_idx, thread_idx + n, ... of the tile, kChunksInFlight loads at a time. Two
+    // cursors walk the same chunks: one for the loads, one, kChunksInFlight behind, for the stores.
     __device__ void copy_chunks() {
         const uint32_t chunks = geometry_.tile_chunks(storage_.num_rows);
         const uint32_t n = team_.num_threads;
         uint32_t c = team_.thread_idx;
+        ChunkCursor load = ChunkCursor::make(geometry_, c, n);
+        ChunkCursor store = load;
         for (; c + (kChunksInFlight - 1) * n < chunks; c += kChunksInFlight * n) {
             uint4 v[kChunksInFlight];
 #pragma unroll
             for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                v[j] = *source(c + j * n);
+                v[j] = *source(load);
+                load.advance();
             }
 #pragma unroll
             for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                *destination(c + j * n) = v[j];
+                *destination(store) = v[j];
+                store.advance();
             }
         }
         for (; c < chunks; c += n) {
-            *destination(c) = *source(c);
+            *destination(store) = *source(store);
+            store.advance();
         }
     }
 
-    __device__ const uint4* source(uint32_t chunk) const {
-        const ChunkPosition at = geometry_.position(chunk);
-        return storage_.src[at.row] + at.byte_offset / kCopyGranule;
+    __device__ const uint4* source(const ChunkCursor& at) const {
+        return storage_.src[at.row] + at.chunk_in_row;
     }
 
-    __device__ uint4* destination(uint32_t chunk) const {
-        const ChunkPosition at = geometry_.position(chunk);
-        return storage_.dst[at.row] + at.byte_offset / kCopyGranule;
+    __device__ uint4* destination(const ChunkCursor& at) const {
+        return storage_.dst[at.row] + at.chunk_in_row;
     }
 
     RowCopyStorage& storage_;

@@ -9,13 +9,14 @@
 #include "device/comm/launch_support.cuh"
 #include "device/comm/row_copy.cuh"
 #include "device/comm/signals.cuh"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::comm {
 namespace {
 
-// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team. 1024 threads
-// with kChunksInFlight loads each keep 64 KiB in flight per SM (row_copy.cuh), like the SM copy ceiling kernel.
-constexpr uint32_t kRowCopyThreads = 1024;
+// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team. 512 threads
+// with kChunksInFlight loads each keep 128 KiB in flight per SM (row_copy.cuh).
+constexpr uint32_t kRowCopyThreads = 512;
 // The team's named barrier: any id but 0, which __syncthreads uses.
 constexpr uint32_t kRowCopyBarrier = 1;
 
@@ -57,6 +58,15 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     const int64_t end = begin + kCombineTokensPerBlock < tokens ? begin + kCombineTokensPerBlock : tokens;
     combine_tokens(p, begin, end);
 }
+
+}  // namespace
+
+Status load_row_kernels() {
+    return host::load_kernels<dispatch_kernel<VirtualPeers>, dispatch_kernel<NcclPeers>, push_kernel<VirtualPeers>,
+                              push_kernel<NcclPeers>, combine_kernel>("transport row");
+}
+
+namespace {
 
 Status check_blocks(int32_t blocks_per_rank) {
     if (blocks_per_rank < 1) {

@@ -79,6 +79,11 @@ int32_t blocks_for(int64_t items) {
 
 }  // namespace
 
+Status load_plan_kernels() {
+    return host::load_kernels<plan_count_kernel, plan_layout_kernel, plan_place_kernel, plan_finish_kernel>(
+        "routing plan");
+}
+
 template <typename Peers>
 Status enqueue_plan(const LaunchGroup<Peers>& group, cudaStream_t stream) {
     MOK_RETURN_IF_ERROR(validate_group(group));

@@ -1,9 +1,11 @@
-// Kernel attributes set once per (kernel, device), never on the enqueue path of every step.
+// Kernel set-up done once per (kernel, device), never on the enqueue path of every step: attributes, and loading.
 //
-// Why once: cudaFuncSetAttribute is a host-side change to a kernel that other streams may be running. With
-// virtual ranks, the kernels of ranks enqueued earlier spin (bounded) on a rank enqueued later; an attribute
-// call on that later rank's enqueue path kept it from launching until the spinning ranks timed out. Setting the
-// limit once, to the device's opt-in maximum, keeps every later enqueue free of attribute calls.
+// Why loading: CUDA loads a kernel's code lazily, at its first launch, by default (CUDA_MODULE_LOADING=LAZY), and
+// loading may synchronise the context. With virtual ranks, the kernels of ranks enqueued earlier spin (bounded)
+// on a rank enqueued later; the first launch of a kernel on the way (the backward's first grads_announce, say)
+// then blocked the host until the spinning kernels timed out, and the later rank was never enqueued in time.
+// (CUDA_MODULE_LOADING=EAGER made the same test pass on an H200.) So every kernel a step can launch is loaded
+// before its first step: load_kernels below, called once per device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +40,33 @@ Status allow_max_dynamic_shared_memory() {
     if (error != cudaSuccess) {
         return {StatusCode::kCudaError,
                 std::string("raising a kernel's dynamic shared-memory limit: ") + cudaGetErrorString(error)};
+    }
+    devices_done |= uint64_t{1} << device;
+    return Status::ok();
+}
+
+// Loads each kernel's code now (cudaFuncGetAttributes forces a lazily loaded kernel in), once per device.
+template <auto... kKernels>
+Status load_kernels(const char* what) {
+    static std::mutex mutex;
+    static uint64_t devices_done = 0;  // bit d: done on device d
+    constexpr int kMaxDevices = 64;
+    int device = 0;
+    cudaError_t error = cudaGetDevice(&device);
+    if (error != cudaSuccess || device >= kMaxDevices) {
+        return {StatusCode::kCudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(error)};
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    if ((devices_done >> device) & 1u) {
+        return Status::ok();
+    }
+    for (const void* kernel : {reinterpret_cast<const void*>(kKernels)...}) {
+        cudaFuncAttributes attributes{};
+        error = cudaFuncGetAttributes(&attributes, kernel);
+        if (error != cudaSuccess) {
+            return {StatusCode::kCudaError,
+                    std::string("loading the ") + what + " kernels: " + cudaGetErrorString(error)};
+        }
     }
     devices_done |= uint64_t{1} << device;
     return Status::ok();

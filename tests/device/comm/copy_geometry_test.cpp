@@ -63,5 +63,22 @@ TEST(CopyGeometry, LongestRowKeepsChunkNumbersInRange) {
     EXPECT_EQ(g.position(last).byte_offset, kMaxCopyRowBytes - kCopyGranule);
 }
 
+// The cursor the copy walks with visits the chunks position() names, for any start and stride.
+TEST(CopyGeometry, CursorFollowsPositions) {
+    std::mt19937 rng(11);
+    for (int i = 0; i < 200; ++i) {
+        const CopyGeometry g = CopyGeometry::make(kCopyGranule * std::uniform_int_distribution<uint32_t>(1, 1200)(rng));
+        const uint32_t stride = std::uniform_int_distribution<uint32_t>(1, 2048)(rng);
+        const uint32_t first = std::uniform_int_distribution<uint32_t>(0, stride - 1)(rng);
+        ChunkCursor cursor = ChunkCursor::make(g, first, stride);
+        for (uint32_t c = first; c < g.tile_chunks(kTileRows); c += stride) {
+            const ChunkPosition at = g.position(c);
+            ASSERT_EQ(cursor.row, at.row) << "chunk " << c;
+            ASSERT_EQ(cursor.byte_offset(), at.byte_offset) << "chunk " << c;
+            cursor.advance();
+        }
+    }
+}
+
 }  // namespace
 }  // namespace mok::comm
