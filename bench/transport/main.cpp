@@ -26,7 +26,9 @@ namespace {
 constexpr int64_t kTokensPerRank = 4096;
 // The brief's budget: the transport must reach its bandwidth with at most 16 SMs per rank.
 constexpr int32_t kDefaultSms = 16;
-const std::vector<int32_t> kSmSweep = {8, 12, 16};
+// --full also runs 24 and 32 SMs, beyond the budget: where the rate stops growing with SMs shows whether the SMs'
+// copy throughput or the link is the limit (docs/transport.md, section 12).
+const std::vector<int32_t> kSmSweep = {8, 12, 16, 24, 32};
 constexpr uint64_t kSeed = 20261129;
 constexpr double kBytesPerGigabyte = 1e9;
 constexpr double kBytesPerGiB = 1073741824.0;
@@ -293,7 +295,7 @@ void print_usage() {
     std::printf(
         "usage: mok-bench-transport [flags]\n"
         "Dispatch and combine bandwidth of mok's transport on GPUs 0 and 1 (DeepSeek-V3 and Qwen3.5 shapes, 4096\n"
-        "tokens per rank, 16 SMs per rank; --full sweeps 8, 12 and 16 SMs and adds Zipf routing), against an SM\n"
+        "tokens per rank, 16 SMs per rank; --full sweeps 8 to 32 SMs and adds Zipf routing), against an SM\n"
         "copy kernel, cudaMemcpyPeer and an NCCL all-to-all of the same bytes. Writes one JSON result.\n%s",
         common_options_help().c_str());
 }
