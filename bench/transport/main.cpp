@@ -29,6 +29,9 @@ constexpr int32_t kDefaultSms = 16;
 // --full also runs 24 and 32 SMs, beyond the budget: where the rate stops growing with SMs shows whether the SMs'
 // copy throughput or the link is the limit (docs/transport.md, section 12).
 const std::vector<int32_t> kSmSweep = {8, 12, 16, 24, 32};
+// SMs for the rows that stay on the GPU (comm::CopyBlocks::local), besides the NVLink SMs: 0 (the NVLink SMs copy
+// every row), 8 and 16.
+const std::vector<int32_t> kLocalRowSms = {0, 8, 16};
 constexpr uint64_t kSeed = 20261129;
 constexpr double kBytesPerGigabyte = 1e9;
 constexpr double kBytesPerGiB = 1073741824.0;
@@ -225,8 +228,9 @@ void baseline_cases(const TwoRankTransport& t, int32_t sms, const TimingOptions&
     cases.push_back(std::move(a2a));
 }
 
-Case transport_case(const TwoRankTransport& t, const std::string& what, int32_t sms, const TimingOptions& timing,
-                    bool sweep, const Baselines& baselines, const std::function<void(int32_t)>& enqueue) {
+Case transport_case(const TwoRankTransport& t, const std::string& what, int32_t sms, int32_t local_sms,
+                    const TimingOptions& timing, bool sweep, const Baselines& baselines,
+                    const std::function<void(int32_t)>& enqueue) {
     Case c;
     c.name = case_name(t.setup(), what, sms, sweep);
     const comm::TransportMemory memory = comm::transport_memory(t.group(0).window, t.group(0).local);
@@ -234,6 +238,7 @@ Case transport_case(const TwoRankTransport& t, const std::string& what, int32_t 
         .set("tokens_per_rank", t.setup().tokens_per_rank)
         .set("ep", kRanks)
         .set("sms_per_rank", sms)
+        .set("local_row_sms_per_rank", local_sms)
         .set("routing", t.setup().routing == RoutingKind::kZipf ? "zipf" : "uniform")
         .set("seed", t.setup().seed)
         .set("nvlink_rows_rank0", t.remote_rows(0))
@@ -247,6 +252,7 @@ Case transport_case(const TwoRankTransport& t, const std::string& what, int32_t 
     c.figures.push_back(fraction_figure("memcpy_peer_fraction", bandwidth, "memcpy_peer", baselines.memcpy_peer_gbs));
     c.figures.push_back(std::move(bandwidth));
     c.figures.push_back(value_figure("sms", "SMs", Better::kLower, sms));
+    c.figures.push_back(value_figure("local_row_sms", "SMs", Better::kLower, local_sms));
     c.figures.push_back(value_figure("symmetric_memory", "GiB", Better::kLower, memory.symmetric_bytes / kBytesPerGiB));
     c.figures.push_back(value_figure("local_memory", "GiB", Better::kLower, memory.local_bytes / kBytesPerGiB));
     return c;
@@ -280,14 +286,21 @@ void shape_cases(const TransportSetup& setup, const std::vector<int32_t>& sms_li
     for (const int32_t sms : sms_list) {
         Baselines baselines;
         baseline_cases(t, sms, timing, sweep, cases, baselines);
-        cases.push_back(transport_case(t, "dispatch", sms, timing, sweep, baselines, [&](int32_t r) {
-            throw_unless_ok(comm::enqueue_dispatch(t.group(r), layout::TransportPass::kForward, layout::RingId::kTokens,
-                                                   sms, t.stream(r)));
-        }));
-        cases.push_back(transport_case(t, "combine", sms, timing, sweep, baselines, [&](int32_t r) {
-            const comm::PushSource source = push_source(r);
-            throw_unless_ok(comm::enqueue_push(t.group(r), layout::TransportPass::kForward, &source, sms, t.stream(r)));
-        }));
+        // local 0: the NVLink SMs copy every row; otherwise the rows that stay on the GPU go to other SMs.
+        for (const int32_t local : kLocalRowSms) {
+            const std::string suffix = local == 0 ? "" : "_local" + std::to_string(local);
+            const comm::CopyBlocks blocks{sms, local};
+            cases.push_back(
+                transport_case(t, "dispatch" + suffix, sms, local, timing, sweep, baselines, [&](int32_t r) {
+                    throw_unless_ok(comm::enqueue_dispatch(t.group(r), layout::TransportPass::kForward,
+                                                           layout::RingId::kTokens, blocks, t.stream(r)));
+                }));
+            cases.push_back(transport_case(t, "combine" + suffix, sms, local, timing, sweep, baselines, [&](int32_t r) {
+                const comm::PushSource source = push_source(r);
+                throw_unless_ok(
+                    comm::enqueue_push(t.group(r), layout::TransportPass::kForward, &source, blocks, t.stream(r)));
+            }));
+        }
     }
 }
 

@@ -42,6 +42,7 @@ struct PushParams {
     const float* weight_grads;          // [out_ring_rows] or nullptr: d router weight of owner row r (backward)
     const layout::TransportControl* control;
     device::WaitContext ctx;
+    uint32_t* tile_parts;  // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
 };
 
 template <typename Peers>
@@ -52,12 +53,18 @@ __device__ __forceinline__ int64_t push_num_tiles(const PushParams<Peers>& p) {
 template <typename Peers>
 class PushPolicy {
   public:
-    __device__ PushPolicy(const PushParams<Peers>& p)
-        : p_(p), sequence_(layout::pass_sequence(p.control->step, p.pass)), row_bytes_(p.window.shape.row_bytes()) {}
+    __device__ PushPolicy(const PushParams<Peers>& p, RowShare share)
+        : p_(p),
+          share_(share),
+          sequence_(layout::pass_sequence(p.control->step, p.pass)),
+          row_bytes_(p.window.shape.row_bytes()) {}
 
     __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
         load_plan_tile_rows(p_.row_source, tile, rows, lane);
     }
+
+    // A row's other end is the rank that owns its token.
+    __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
 
     // Load gate: the producer of the tile's output rows published them (when it publishes per tile).
     __device__ bool wait_load_gate(int64_t tile, const plan::RowSource*, uint32_t lane) const {
@@ -86,7 +93,7 @@ class PushPolicy {
     __device__ void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
         if (p_.weight_grads != nullptr) {
             for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-                if (!rows[r].is_padding()) {
+                if (!rows[r].is_padding() && copies_row(rows[r])) {
                     const int64_t row = tile * kTileRows + r;
                     float* dst = static_cast<float*>(
                         p_.peers.peer_ptr(rows[r].src_rank, p_.window.weight_grad_of(rows[r].token_slot)));
@@ -100,30 +107,31 @@ class PushPolicy {
         __syncwarp();
         ptx::fence_acq_rel_sys();
         for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-            if (!rows[r].is_padding()) {
+            if (!rows[r].is_padding() && copies_row(rows[r])) {
                 uint64_t* flag = static_cast<uint64_t*>(
                     p_.peers.peer_ptr(rows[r].src_rank, p_.window.combine_ready_of(rows[r].token_slot)));
                 ptx::st_relaxed_sys(flag, sequence_);
             }
         }
-        if (lane == 0 && p_.out_free != nullptr) {
-            // Every thread's loads of the tile completed before the team barrier: the rows may be reused.
+        if (lane == 0 && p_.out_free != nullptr && (share_ == RowShare::kAll || join_split_tile(p_.tile_parts, tile))) {
+            // Every thread's loads of the tile (both teams', when split) completed: the rows may be reused.
             ptx::st_release_gpu(&p_.out_free[tile], sequence_);
         }
     }
 
   private:
     const PushParams<Peers>& p_;
+    const RowShare share_;
     const uint64_t sequence_;
     const int64_t row_bytes_;
 };
 
-// Pushes `tiles` of this rank's output rows to their sources; every thread of `team` calls it.
+// Pushes `tiles` of this rank's output rows (the rows of `share`) to their sources; every thread of `team` calls it.
 template <typename Peers>
 __device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowCopyStorage& storage, const CopyTeam& team,
-                                           const TileRange& tiles) {
+                                           const TileRange& tiles, RowShare share = RowShare::kAll) {
     const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
-    PushPolicy<Peers> policy(p);
+    PushPolicy<Peers> policy(p, share);
     return run_row_copy(storage, team, geometry, policy, tiles);
 }
 

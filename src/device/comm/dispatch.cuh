@@ -44,6 +44,7 @@ struct DispatchParams {
     const uint64_t* ring_free;          // [capacity_rows / 128] written by the consumer
     const layout::TransportControl* control;
     device::WaitContext ctx;
+    uint32_t* tile_parts;  // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
 };
 
 // Tiles of this rank's row space: the plan's padded rows over 128 (read from device memory, so the grid can be
@@ -56,8 +57,9 @@ __device__ __forceinline__ int64_t dispatch_num_tiles(const DispatchParams<Peers
 template <typename Peers>
 class DispatchPolicy {
   public:
-    __device__ DispatchPolicy(const DispatchParams<Peers>& p)
+    __device__ DispatchPolicy(const DispatchParams<Peers>& p, RowShare share)
         : p_(p),
+          share_(share),
           step_(p.control->step),
           sequence_(layout::pass_sequence(step_, p.pass)),
           row_bytes_(p.window.shape.row_bytes()),
@@ -66,6 +68,8 @@ class DispatchPolicy {
     __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
         load_plan_tile_rows(p_.row_source, tile, rows, lane);
     }
+
+    __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
 
     // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it
     // already observed, so each flag is acquired once per team and pass.
@@ -112,7 +116,7 @@ class DispatchPolicy {
     // release is cumulative over those stores. A consumer that reads the ring through the async proxy (TMA) adds
     // its own proxy fence after its acquire.
     __device__ void finish_tile(int64_t tile, const plan::RowSource*, uint32_t lane) const {
-        if (lane == 0) {
+        if (lane == 0 && (share_ == RowShare::kAll || join_split_tile(p_.tile_parts, tile))) {
             ptx::st_release_gpu(&p_.ring_ready[tile], sequence_);
         }
     }
@@ -122,7 +126,7 @@ class DispatchPolicy {
     __device__ uint64_t unseen_sources(const plan::RowSource* rows) const {
         uint64_t mask = 0;
         for (uint32_t r = 0; r < kTileRows; ++r) {
-            mask |= rows[r].is_padding() ? 0 : uint64_t{1} << rows[r].src_rank;
+            mask |= rows[r].is_padding() || !copies_row(rows[r]) ? 0 : uint64_t{1} << rows[r].src_rank;
         }
         return mask & ~sources_seen_;
     }
@@ -135,6 +139,7 @@ class DispatchPolicy {
     }
 
     const DispatchParams<Peers>& p_;
+    const RowShare share_;
     const uint64_t step_;
     const uint64_t sequence_;
     const int64_t row_bytes_;
@@ -142,13 +147,14 @@ class DispatchPolicy {
     uint64_t sources_seen_ = 0;  // lane 0's record of the sources whose announcement it already observed
 };
 
-// Dispatches `tiles` of this rank's row space; every thread of `team` calls it. The megakernel's communication
-// warps call this with their share of the tiles; dispatch_kernel (row_kernels.cu) is the standalone form.
+// Dispatches `tiles` of this rank's row space (the rows of `share`); every thread of `team` calls it. The megakernel's
+// communication warps call this with their share of the tiles; dispatch_kernel (row_kernels.cu) is the standalone form.
 template <typename Peers>
 __device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, RowCopyStorage& storage,
-                                               const CopyTeam& team, const TileRange& tiles) {
+                                               const CopyTeam& team, const TileRange& tiles,
+                                               RowShare share = RowShare::kAll) {
     const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
-    DispatchPolicy<Peers> policy(p);
+    DispatchPolicy<Peers> policy(p, share);
     return run_row_copy(storage, team, geometry, policy, tiles);
 }
 

@@ -26,6 +26,7 @@
 //   const void* load_src(int64_t tile, plan::RowSource row, uint32_t row_in_tile)
 //   void* store_dst(int64_t tile, plan::RowSource row, uint32_t row_in_tile)
 //   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        after the copy's barrier
+//   bool copies_row(plan::RowSource row)                                              the team's share of rows
 // Padding rows (RowSource::padding()) are never copied. A gate that gives up (bounded_wait recorded the error)
 // ends the run: nothing of that tile is copied or published, and every thread returns false.
 #pragma once
@@ -33,6 +34,7 @@
 #include <cstdint>
 
 #include "device/comm/copy_geometry.hpp"
+#include "device/ptx/atomics.cuh"
 #include "device/ptx/warpgroup.cuh"
 #include "plan/routing_plan.hpp"
 
@@ -46,8 +48,8 @@ inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
 // 16 loads of 16 bytes take 64 registers, which 512-thread blocks afford (1024-thread blocks would spill).
 inline constexpr uint32_t kChunksInFlight = 16;
 
-// The threads that run the copy together: a whole 512-thread block in the standalone kernels, the communication warps of
-// a block in a fused kernel. They share one named barrier, reserved for the team.
+// The threads that run the copy together: a whole 512-thread block in the standalone kernels, the communication warps
+// of a block in a fused kernel. They share one named barrier, reserved for the team.
 struct CopyTeam {
     uint32_t thread_idx;   // in [0, num_threads)
     uint32_t num_threads;  // a multiple of 32
@@ -85,6 +87,33 @@ __device__ __forceinline__ void load_plan_tile_rows(const plan::RowSource* row_s
 // Broadcasts lane 0's verdict so that the whole warp takes the same branch.
 __device__ __forceinline__ bool warp_uniform(bool lane0_value) {
     return __shfl_sync(kFullWarpMask, lane0_value ? 1 : 0, 0) != 0;
+}
+
+// Which rows of each tile a team copies. Rows that stay on this GPU cost the communication SMs as much copy
+// throughput as rows that cross NVLink, so the kernels can give them to a second team on other SMs: then each
+// tile is split between a kRemote and a kLocal team, and the one that finishes it last publishes it
+// (join_split_tile).
+enum class RowShare : uint8_t {
+    kAll,     // every row: one team per tile
+    kRemote,  // rows whose other end (source or destination rank) is a peer
+    kLocal,   // rows whose other end is this rank
+};
+
+__device__ __forceinline__ bool share_takes(RowShare share, bool row_is_local) {
+    return share == RowShare::kAll || (share == RowShare::kLocal) == row_is_local;
+}
+
+// Called by lane 0 of each of the two teams that split `tile`, after its copies (team barrier); true for the
+// team that finished last, which then publishes the tile. The add is acq_rel: the first team's copies (before
+// its release) are acquired by the last team, whose publication (a cumulative release) then covers both. The
+// last team resets the counter for the next pass, which uses it only after this one has ended.
+__device__ __forceinline__ bool join_split_tile(uint32_t* parts, int64_t tile) {
+    constexpr uint32_t kTeamsPerSplitTile = 2;
+    if (ptx::atom_add_acq_rel_gpu(&parts[tile], 1) + 1 < kTeamsPerSplitTile) {
+        return false;
+    }
+    parts[tile] = 0;
+    return true;
 }
 
 struct RowCopyStorage {
@@ -136,7 +165,7 @@ class RowCopyRun {
         for (uint32_t base = 0; base < static_cast<uint32_t>(kTileRows); base += kWarpSize) {
             const uint32_t r = base + lane;
             const plan::RowSource row = storage_.tile_rows[r];
-            const bool data = !row.is_padding();
+            const bool data = !row.is_padding() && policy_.copies_row(row);
             const uint32_t ballot = __ballot_sync(kFullWarpMask, data);
             if (data) {
                 // Rows keep their order: each data row's slot is the count of data rows before it.

@@ -24,27 +24,48 @@ __device__ __forceinline__ CopyTeam block_team() {
     return CopyTeam{threadIdx.x, blockDim.x, kRowCopyBarrier};
 }
 
+// A block's share of a rank's tiles: the first `remote_blocks` blocks of the rank's slice take the rows that cross
+// NVLink (every row when the slice has no other blocks), the others the rows that stay on the GPU.
+struct BlockShare {
+    RowShare share;
+    int32_t team_idx;
+    int32_t num_teams;
+};
+
+__device__ __forceinline__ BlockShare block_share(const BlockSlice& slice, int32_t remote_blocks) {
+    if (remote_blocks == slice.num_blocks) {
+        return {RowShare::kAll, slice.block_idx, slice.num_blocks};
+    }
+    if (slice.block_idx < remote_blocks) {
+        return {RowShare::kRemote, slice.block_idx, remote_blocks};
+    }
+    return {RowShare::kLocal, slice.block_idx - remote_blocks, slice.num_blocks - remote_blocks};
+}
+
 template <typename Peers>
 __global__ void __launch_bounds__(kRowCopyThreads)
-    dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set) {
+    dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set, int32_t remote_blocks) {
     __shared__ RowCopyStorage storage;
     const BlockSlice slice = block_slice(set);
     const DispatchParams<Peers>& p = set.ranks[slice.rank_slot];
     if (__syncthreads_or(step_failed(p.ctx))) {
         return;
     }
-    dispatch_tiles(p, storage, block_team(), TileRange{slice.block_idx, dispatch_num_tiles(p), slice.num_blocks});
+    const BlockShare b = block_share(slice, remote_blocks);
+    dispatch_tiles(p, storage, block_team(), TileRange{b.team_idx, dispatch_num_tiles(p), b.num_teams}, b.share);
 }
 
 template <typename Peers>
-__global__ void __launch_bounds__(kRowCopyThreads) push_kernel(const __grid_constant__ RankSet<PushParams<Peers>> set) {
+__global__ void __launch_bounds__(kRowCopyThreads)
+    push_kernel(const __grid_constant__ RankSet<PushParams<Peers>> set, int32_t remote_blocks) {
     __shared__ RowCopyStorage storage;
     const BlockSlice slice = block_slice(set);
     const PushParams<Peers>& p = set.ranks[slice.rank_slot];
     if (__syncthreads_or(step_failed(p.ctx))) {
         return;
     }
-    push_tiles(p, storage, block_team(), TileRange{slice.block_idx, push_num_tiles(p), slice.num_blocks});
+    const BlockShare b = block_share(slice, remote_blocks);
+    push_tiles(p, storage, block_team(), TileRange{b.team_idx, push_num_tiles(p), b.num_teams}, b.share);
 }
 
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ RankSet<CombineParams> set) {
@@ -68,9 +89,9 @@ Status load_row_kernels() {
 
 namespace {
 
-Status check_blocks(int32_t blocks_per_rank) {
-    if (blocks_per_rank < 1) {
-        return Status::invalid_argument("transport blocks_per_rank", "at least one block per rank");
+Status check_blocks(const CopyBlocks& blocks) {
+    if (blocks.remote < 1 || blocks.local < 0) {
+        return Status::invalid_argument("transport blocks", "at least one remote block per rank and no negative count");
     }
     return Status::ok();
 }
@@ -80,19 +101,33 @@ Status check_blocks(int32_t blocks_per_rank) {
 template <typename Peers>
 Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass pass, layout::RingId ring,
                         int32_t blocks_per_rank, cudaStream_t stream) {
+    return enqueue_dispatch(group, pass, ring, CopyBlocks{blocks_per_rank, 0}, stream);
+}
+
+template <typename Peers>
+Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass pass, layout::RingId ring,
+                        CopyBlocks blocks, cudaStream_t stream) {
     MOK_RETURN_IF_ERROR(validate_group(group));
-    MOK_RETURN_IF_ERROR(check_blocks(blocks_per_rank));
+    MOK_RETURN_IF_ERROR(check_blocks(blocks));
+    const int32_t blocks_per_rank = blocks.remote + blocks.local;
     const auto set = rank_set<DispatchParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return dispatch_params(group, slot, pass, ring); });
-    dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set);
+    dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set, blocks.remote);
     return launch_status("dispatch_kernel");
 }
 
 template <typename Peers>
 Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass, const PushSource* sources,
                     int32_t blocks_per_rank, cudaStream_t stream) {
+    return enqueue_push(group, pass, sources, CopyBlocks{blocks_per_rank, 0}, stream);
+}
+
+template <typename Peers>
+Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass, const PushSource* sources,
+                    CopyBlocks blocks, cudaStream_t stream) {
     MOK_RETURN_IF_ERROR(validate_group(group));
-    MOK_RETURN_IF_ERROR(check_blocks(blocks_per_rank));
+    MOK_RETURN_IF_ERROR(check_blocks(blocks));
+    const int32_t blocks_per_rank = blocks.remote + blocks.local;
     for (int32_t slot = 0; slot < group.num_ranks; ++slot) {
         const PushSource& source = sources[slot];
         // Without per-tile flags the rows must all be there already: no ring.
@@ -107,7 +142,7 @@ Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass,
     }
     const auto set = rank_set<PushParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return push_params(group, slot, pass, sources[slot]); });
-    push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set);
+    push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set, blocks.remote);
     return launch_status("push_kernel");
 }
 
@@ -143,6 +178,14 @@ template Status enqueue_dispatch(const LaunchGroup<VirtualPeers>&, layout::Trans
                                  cudaStream_t);
 template Status enqueue_dispatch(const LaunchGroup<NcclPeers>&, layout::TransportPass, layout::RingId, int32_t,
                                  cudaStream_t);
+template Status enqueue_dispatch(const LaunchGroup<VirtualPeers>&, layout::TransportPass, layout::RingId, CopyBlocks,
+                                 cudaStream_t);
+template Status enqueue_dispatch(const LaunchGroup<NcclPeers>&, layout::TransportPass, layout::RingId, CopyBlocks,
+                                 cudaStream_t);
+template Status enqueue_push(const LaunchGroup<VirtualPeers>&, layout::TransportPass, const PushSource*, CopyBlocks,
+                             cudaStream_t);
+template Status enqueue_push(const LaunchGroup<NcclPeers>&, layout::TransportPass, const PushSource*, CopyBlocks,
+                             cudaStream_t);
 template Status enqueue_push(const LaunchGroup<VirtualPeers>&, layout::TransportPass, const PushSource*, int32_t,
                              cudaStream_t);
 template Status enqueue_push(const LaunchGroup<NcclPeers>&, layout::TransportPass, const PushSource*, int32_t,

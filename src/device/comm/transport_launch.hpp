@@ -87,12 +87,28 @@ Status enqueue_plan(const LaunchGroup<Peers>& group, cudaStream_t stream);
 template <typename Peers>
 Status enqueue_grads_announce(const LaunchGroup<Peers>& group, cudaStream_t stream);
 
-// Pulls each rank's routed rows into ring `ring`, with `blocks_per_rank` blocks (SMs) per rank.
+// Blocks (SMs) per rank of a dispatch or push. `remote` blocks copy the rows that cross NVLink; `local` blocks,
+// when there are any, copy the rows that stay on the GPU (a rank's own tokens), else the remote blocks copy
+// every row. The NVLink budget (Config::num_comm_sms_*) is the remote count; rows that stay local cost the
+// same SM copy throughput as remote ones, so moving them off the communication SMs keeps those on the link.
+struct CopyBlocks {
+    int32_t remote = 0;
+    int32_t local = 0;
+};
+
+// Pulls each rank's routed rows into ring `ring`.
+template <typename Peers>
+Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass pass, layout::RingId ring,
+                        CopyBlocks blocks, cudaStream_t stream);
+// The same with `blocks_per_rank` blocks copying every row.
 template <typename Peers>
 Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass pass, layout::RingId ring,
                         int32_t blocks_per_rank, cudaStream_t stream);
 
 // Pushes each rank's output rows to their sources' combine rows.
+template <typename Peers>
+Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass, const PushSource* sources,
+                    CopyBlocks blocks, cudaStream_t stream);
 template <typename Peers>
 Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass, const PushSource* sources,
                     int32_t blocks_per_rank, cudaStream_t stream);

@@ -42,7 +42,8 @@ DispatchParams<Peers> dispatch_params(const LaunchGroup<Peers>& group, int32_t s
                                  r.local.ring_ready[ring_idx],
                                  r.local.ring_free[ring_idx],
                                  r.local.control,
-                                 wait_context(group, slot)};
+                                 wait_context(group, slot),
+                                 r.local.ring_parts[ring_idx]};
 }
 
 template <typename Peers>
@@ -60,7 +61,8 @@ PushParams<Peers> push_params(const LaunchGroup<Peers>& group, int32_t slot, lay
                              source.out_free,
                              source.weight_grads,
                              r.local.control,
-                             wait_context(group, slot)};
+                             wait_context(group, slot),
+                             r.local.push_parts};
 }
 
 template <typename Peers>

@@ -199,6 +199,10 @@ struct LocalLayout {
     Region ring_rows[kNumRings];   // [ring_rows, H] bf16
     Region ring_ready[kNumRings];  // [capacity_rows / 128] u64
     Region ring_free[kNumRings];   // [capacity_rows / 128] u64
+    // Per tile, the copy teams that finished it in the current pass, when a tile's remote and local rows are
+    // copied by different teams (device/comm/row_copy.cuh, RowShare); the last one publishes and resets it.
+    Region ring_parts[kNumRings];  // [capacity_rows / 128] u32, dispatch into each ring
+    Region push_parts;             // [capacity_rows / 128] u32, push of the owner's output rows
     Region control;                // [1] TransportControl
     Region status;                 // [1] DeviceStatus
     uint64_t total_bytes = 0;
@@ -224,7 +228,9 @@ struct LocalLayout {
             l.ring_rows[ring] = a.take(static_cast<uint64_t>(l.plan.ring_rows) * hidden * kRowElementBytes);
             l.ring_ready[ring] = a.take(n.tiles * sizeof(uint64_t));
             l.ring_free[ring] = a.take(n.tiles * sizeof(uint64_t));
+            l.ring_parts[ring] = a.take(n.tiles * sizeof(uint32_t));
         }
+        l.push_parts = a.take(n.tiles * sizeof(uint32_t));
         l.control = a.take(sizeof(TransportControl));
         l.status = a.take(sizeof(DeviceStatus));
         l.total_bytes = a.next;
@@ -238,6 +244,8 @@ struct LocalBuffers {
     uint16_t* ring_rows[kNumRings];  // bf16 bits
     uint64_t* ring_ready[kNumRings];
     uint64_t* ring_free[kNumRings];
+    uint32_t* ring_parts[kNumRings];
+    uint32_t* push_parts;
     TransportControl* control;
     DeviceStatus* status;
 
@@ -257,7 +265,9 @@ struct LocalBuffers {
             out.ring_rows[ring] = reinterpret_cast<uint16_t*>(b + l.ring_rows[ring].offset);
             out.ring_ready[ring] = reinterpret_cast<uint64_t*>(b + l.ring_ready[ring].offset);
             out.ring_free[ring] = reinterpret_cast<uint64_t*>(b + l.ring_free[ring].offset);
+            out.ring_parts[ring] = reinterpret_cast<uint32_t*>(b + l.ring_parts[ring].offset);
         }
+        out.push_parts = reinterpret_cast<uint32_t*>(b + l.push_parts.offset);
         out.control = reinterpret_cast<TransportControl*>(b + l.control.offset);
         out.status = reinterpret_cast<DeviceStatus*>(b + l.status.offset);
         return out;

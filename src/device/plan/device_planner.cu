@@ -46,6 +46,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_layout_kernel(const __grid_
     if (block_skips(p)) {
         return;
     }
+    device_plan::reset_tile_joins(p);
     device_plan::layout_all(p);
 }
 
@@ -90,8 +91,14 @@ Status enqueue_plan(const LaunchGroup<Peers>& group, cudaStream_t stream) {
     const plan::PlanShape& shape = group.local.plan;
     auto make = [&](int32_t slot) {
         const RankEndpoint<Peers>& r = group.ranks[slot];
-        return PlannerParams{plan_shape_of(group, slot), r.window, group.window, r.local.plan, r.local.control,
-                             wait_context(group, slot)};
+        return PlannerParams{plan_shape_of(group, slot),
+                             r.window,
+                             group.window,
+                             r.local.plan,
+                             r.local.control,
+                             wait_context(group, slot),
+                             {r.local.ring_parts[0], r.local.ring_parts[1]},
+                             r.local.push_parts};
     };
     const int32_t count_blocks = shape.ep_size * device_plan::count_groups_per_source(shape);
     const size_t histogram_bytes =

@@ -43,6 +43,10 @@ struct PlannerParams {
     plan::PlanTables tables;         // this rank's plan, in its local memory
     const layout::TransportControl* control;
     device::WaitContext ctx;
+    // The copy teams' join counters of this rank (layout::LocalLayout): reset at every step's plan, so that a
+    // step that failed half-way through a dispatch or push leaves none behind.
+    uint32_t* ring_parts[layout::kNumRings];
+    uint32_t* push_parts;
 };
 
 MOK_HOST_DEVICE MOK_INLINE int32_t chunks_per_count_block(const plan::PlanShape& s) {
@@ -124,6 +128,17 @@ __device__ __forceinline__ void check_group(const PlannerParams& p, int32_t src,
 }
 
 // scan_expert for every expert, then layout_owner for every owner; one block.
+// Zeroes the join counters of every tile of the row space (one block).
+__device__ __forceinline__ void reset_tile_joins(const PlannerParams& p) {
+    const int64_t tiles = p.shape.capacity_rows / plan::kExpertRowAlignment;
+    for (int64_t t = threadIdx.x; t < tiles; t += blockDim.x) {
+        for (int32_t ring = 0; ring < layout::kNumRings; ++ring) {
+            p.ring_parts[ring][t] = 0;
+        }
+        p.push_parts[t] = 0;
+    }
+}
+
 __device__ __forceinline__ void layout_all(const PlannerParams& p) {
     const plan::PlanShape& s = p.shape;
     for (int32_t e = threadIdx.x; e < s.num_experts; e += blockDim.x) {

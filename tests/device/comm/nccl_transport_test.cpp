@@ -246,6 +246,26 @@ TEST(NcclTransport, SmallRingsTakeSeveralLaps) {
     expect_matches_cpu(problem, outcomes);
 }
 
+// Two real ranks with each tile split between the remote-row and local-row teams: standalone kernels, and the
+// pipelined path through one-tile rings.
+TEST(NcclTransport, LocalRowsOnTheirOwnBlocks) {
+    MOK_REQUIRE_TWO_GPUS();
+    for (const DataPath path : {DataPath::kStandalone, DataPath::kPipelined}) {
+        TransportCase c = two_ranks(955);
+        c.ring_rows = path == DataPath::kPipelined ? 128 : 0;
+        SCOPED_TRACE(c.describe());
+        const TransportProblem problem = make_problem(c);
+        StepOptions options;
+        options.path = path;
+        options.local_blocks = 2;
+        const int64_t out_ring = path == DataPath::kPipelined ? kPipelinedOutRingRows : 0;
+        const auto outcomes =
+            run_on_two_gpus(problem, kTestTimeoutMs, out_ring,
+                            [&](int32_t, NcclRank& r, RankOutcome& o) { forward_and_backward(options, r, o); });
+        expect_matches_cpu(problem, outcomes);
+    }
+}
+
 TEST(NcclTransport, LateRankChangesNoBits) {
     MOK_REQUIRE_TWO_GPUS();
     const TransportCase c = two_ranks(960);

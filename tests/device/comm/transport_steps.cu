@@ -24,7 +24,25 @@ struct PipelineParams {
     int32_t dispatch_blocks;
     int32_t consumer_blocks;
     int32_t push_blocks;
+    int32_t local_blocks;  // per copy role: its blocks for the rows that stay on the GPU (0: none, no split)
 };
+
+// A copy role's block inside its span of the slice: remote blocks first, then local ones (row_kernels.cu's rule).
+struct RoleShare {
+    RowShare share;
+    int32_t team_idx;
+    int32_t num_teams;
+};
+
+__device__ __forceinline__ RoleShare role_share(int32_t idx, int32_t remote_blocks, int32_t local_blocks) {
+    if (local_blocks == 0) {
+        return {RowShare::kAll, idx, remote_blocks};
+    }
+    if (idx < remote_blocks) {
+        return {RowShare::kRemote, idx, remote_blocks};
+    }
+    return {RowShare::kLocal, idx - remote_blocks, local_blocks};
+}
 
 __global__ void __launch_bounds__(kConsumerThreads)
     consumer_kernel(const __grid_constant__ RankSet<ConsumerParams> set) {
@@ -37,7 +55,7 @@ __global__ void __launch_bounds__(kConsumerThreads)
 }
 
 // The roles of one rank's slice: dispatch blocks, then consumer blocks, then push blocks; each role uses the
-// whole block (dispatch and push as one copy team).
+// whole block (dispatch and push as one copy team, or two when local_blocks splits their tiles).
 template <typename Peers>
 __global__ void __launch_bounds__(kConsumerThreads)
     pipeline_kernel(const __grid_constant__ RankSet<PipelineParams<Peers>> set) {
@@ -45,17 +63,21 @@ __global__ void __launch_bounds__(kConsumerThreads)
     const BlockSlice slice = block_slice(set);
     const PipelineParams<Peers>& p = set.ranks[slice.rank_slot];
     const int32_t block = slice.block_idx;
-    const int32_t push_begin = p.dispatch_blocks + p.consumer_blocks;
+    const int32_t dispatch_span = p.dispatch_blocks + p.local_blocks;
+    const int32_t push_begin = dispatch_span + p.consumer_blocks;
     if (__syncthreads_or(step_failed(p.consumer.ctx))) {
         return;
     }
     const CopyTeam team{threadIdx.x, blockDim.x, kCopyBarrier};
-    if (block < p.dispatch_blocks) {
-        dispatch_tiles(p.dispatch, storage, team, TileRange{block, dispatch_num_tiles(p.dispatch), p.dispatch_blocks});
+    if (block < dispatch_span) {
+        const RoleShare r = role_share(block, p.dispatch_blocks, p.local_blocks);
+        dispatch_tiles(p.dispatch, storage, team, TileRange{r.team_idx, dispatch_num_tiles(p.dispatch), r.num_teams},
+                       r.share);
     } else if (block < push_begin) {
-        consume_tiles(p.consumer, block - p.dispatch_blocks, p.consumer_blocks);
+        consume_tiles(p.consumer, block - dispatch_span, p.consumer_blocks);
     } else {
-        push_tiles(p.push, storage, team, TileRange{block - push_begin, push_num_tiles(p.push), p.push_blocks});
+        const RoleShare r = role_share(block - push_begin, p.push_blocks, p.local_blocks);
+        push_tiles(p.push, storage, team, TileRange{r.team_idx, push_num_tiles(p.push), r.num_teams}, r.share);
     }
 }
 
@@ -102,14 +124,16 @@ Status launch_consumer(const LaunchGroup<Peers>& group, layout::TransportPass pa
 template <typename Peers>
 Status launch_pipeline(const LaunchGroup<Peers>& group, layout::TransportPass pass,
                        std::span<RankDeviceData* const> data, const StepOptions& options, cudaStream_t stream) {
-    const int32_t blocks = options.dispatch_blocks + options.consumer_blocks + options.push_blocks;
+    const int32_t blocks =
+        options.dispatch_blocks + options.consumer_blocks + options.push_blocks + 2 * options.local_blocks;
     const auto set = rank_set<PipelineParams<Peers>>(group, blocks, [&](int32_t slot) {
         return PipelineParams<Peers>{dispatch_params(group, slot, pass, ring_of(pass)),
                                      consumer_params(group, slot, pass, *data[slot], true),
                                      push_params(group, slot, pass, data[slot]->push_source(pass, true)),
                                      options.dispatch_blocks,
                                      options.consumer_blocks,
-                                     options.push_blocks};
+                                     options.push_blocks,
+                                     options.local_blocks};
     });
     pipeline_kernel<Peers><<<set.num_ranks * blocks, kConsumerThreads, 0, stream>>>(set);
     return launch_status("pipeline_kernel");
@@ -128,9 +152,11 @@ Status enqueue_data_path(const LaunchGroup<Peers>& group, layout::TransportPass 
     if (options.path == DataPath::kPipelined) {
         MOK_RETURN_IF_ERROR(launch_pipeline(group, pass, data, options, stream));
     } else {
-        MOK_RETURN_IF_ERROR(enqueue_dispatch(group, pass, ring_of(pass), options.dispatch_blocks, stream));
+        MOK_RETURN_IF_ERROR(enqueue_dispatch(group, pass, ring_of(pass),
+                                             CopyBlocks{options.dispatch_blocks, options.local_blocks}, stream));
         MOK_RETURN_IF_ERROR(launch_consumer(group, pass, data, options.consumer_blocks, stream));
-        MOK_RETURN_IF_ERROR(enqueue_push(group, pass, sources.data(), options.push_blocks, stream));
+        MOK_RETURN_IF_ERROR(
+            enqueue_push(group, pass, sources.data(), CopyBlocks{options.push_blocks, options.local_blocks}, stream));
     }
     return enqueue_combine(group, pass, targets.data(), stream);
 }

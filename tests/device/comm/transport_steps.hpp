@@ -26,6 +26,7 @@ struct StepOptions {
     int32_t dispatch_blocks = 2;  // per rank
     int32_t consumer_blocks = 2;
     int32_t push_blocks = 2;
+    int32_t local_blocks = 0;  // per copy role: blocks for the rows that stay on the GPU (CopyBlocks::local)
 };
 
 // Stages x, exchanges the routing, plans, dispatches, runs the stand-in experts, pushes and combines (y).

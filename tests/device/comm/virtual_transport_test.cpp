@@ -135,6 +135,28 @@ TEST(VirtualTransport, SmallRingsTakeSeveralLaps) {
     }
 }
 
+// Tiles split between a team for the rows that cross to peers and a team for the rows that stay local, in both
+// data paths, for every EP degree (at EP 1 every row is local) and for routings that leave one team idle.
+TEST(VirtualTransport, LocalRowsOnTheirOwnBlocks) {
+    MOK_REQUIRE_GPU();
+    uint64_t seed = 900;
+    for (const int32_t ep_size : {1, 2, 4, 8}) {
+        for (const Routing routing : {Routing::kUniform, Routing::kOneRank}) {
+            for (const DataPath path : {DataPath::kStandalone, DataPath::kPipelined}) {
+                TransportCase c = base_case(ep_size, ++seed);
+                c.routing = routing;
+                c.hot = ep_size - 1;
+                c.num_shared = 1;
+                c.ring_rows = path == DataPath::kPipelined ? 128 : 0;
+                StepOptions options;
+                options.path = path;
+                options.local_blocks = 1 + static_cast<int32_t>(seed % 2);
+                run_and_check(c, options);
+            }
+        }
+    }
+}
+
 // Everything on one rank's experts with a one-tile ring: the hot owner takes many laps, the others none.
 TEST(VirtualTransport, SkewedRoutingThroughASmallRing) {
     MOK_REQUIRE_GPU();
@@ -180,7 +202,8 @@ TEST(VirtualTransport, TinyAndEmptyRouting) {
 }
 
 // Three steps in a row give the same bits as the CPU each time (flags only grow: nothing is reset between steps,
-// and the routing buffers alternate by step parity).
+// and the routing buffers alternate by step parity), with 0, 1 and 2 blocks for the rows that stay local: the
+// split tiles' join counters start from zero at every step.
 TEST(VirtualTransport, RepeatedStepsGiveIdenticalBits) {
     MOK_REQUIRE_GPU();
     TransportCase c = base_case(4, 600);
@@ -192,6 +215,7 @@ TEST(VirtualTransport, RepeatedStepsGiveIdenticalBits) {
     options.path = DataPath::kPipelined;
     for (int step = 0; step < 3; ++step) {
         SCOPED_TRACE("step " + std::to_string(step));
+        options.local_blocks = step;
         h.poison();
         const Status status = run_step(h, options, true, stream.get());
         ASSERT_TRUE(status.is_ok()) << status.to_string();
