@@ -67,6 +67,17 @@ class PushPolicy {
     __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
 
     // Load gate: the producer of the tile's output rows published them (when it publishes per tile).
+    __device__ bool load_gate_open(int64_t tile, const plan::RowSource*, uint32_t lane) const {
+        if (p_.out_ready == nullptr) {
+            return true;
+        }
+        bool open = true;
+        if (lane == 0) {
+            open = flag_reached_gpu(&p_.out_ready[tile], sequence_);
+        }
+        return warp_uniform(open);
+    }
+
     __device__ bool wait_load_gate(int64_t tile, const plan::RowSource*, uint32_t lane) const {
         if (p_.out_ready == nullptr) {
             return true;
@@ -79,6 +90,7 @@ class PushPolicy {
     }
 
     // Store gate: none; each (token, slot) has its private combine row.
+    __device__ bool store_gate_open(int64_t, uint32_t) const { return true; }
     __device__ bool wait_store_gate(int64_t, uint32_t) const { return true; }
 
     __device__ const void* load_src(int64_t tile, plan::RowSource, uint32_t row_in_tile) const {

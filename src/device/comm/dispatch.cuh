@@ -73,6 +73,20 @@ class DispatchPolicy {
 
     // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it
     // already observed, so each flag is acquired once per team and pass.
+    __device__ bool load_gate_open(int64_t, const plan::RowSource* rows, uint32_t lane) {
+        bool open = true;
+        if (lane == 0) {
+            uint64_t pending = unseen_sources(rows);
+            while (open && pending != 0) {
+                const int32_t src = __ffsll(static_cast<long long>(pending)) - 1;
+                open = flag_reached_sys(source_ready_flag(src), step_);
+                pending &= pending - 1;
+                sources_seen_ |= open ? uint64_t{1} << src : 0;
+            }
+        }
+        return warp_uniform(open);
+    }
+
     __device__ bool wait_load_gate(int64_t, const plan::RowSource* rows, uint32_t lane) {
         bool ok = true;
         if (lane == 0) {
@@ -89,6 +103,17 @@ class DispatchPolicy {
 
     // Store gate: the ring slots of this tile were freed by the previous lap's consumer (its reads of them are
     // done before its release; the acquire orders the stores here after them).
+    __device__ bool store_gate_open(int64_t tile, uint32_t lane) const {
+        if (tile < ring_tiles_) {
+            return true;
+        }
+        bool open = true;
+        if (lane == 0) {
+            open = flag_reached_gpu(&p_.ring_free[tile - ring_tiles_], sequence_);
+        }
+        return warp_uniform(open);
+    }
+
     __device__ bool wait_store_gate(int64_t tile, uint32_t lane) const {
         if (tile < ring_tiles_) {
             return true;

@@ -4,29 +4,35 @@
 // Why registers and not bulk copies: a bulk copy is issued by one thread and completes as one unit, so a single
 // warp issuing them kept at most a few requests per row in flight and moved 11-15% of NVLink's bandwidth
 // whatever its depth; a plain SM copy kernel with every thread keeping a few 16-byte loads in flight fills the
-// link from 12-16 SMs (docs/transport.md, "Tuning"). The team keeps kChunksInFlight loads per thread in flight.
+// link from 12-16 SMs (docs/transport.md, "Tuning").
 //
-// Per tile, the team's leader warp (its first 32 threads) prepares and finishes; every thread copies:
-//   1. leader warp: load the tile's row metadata, wait for the load gate (the rows' producers are done) and the
-//      store gate (the destination is free), and list the data rows' source and destination addresses;
-//   2. team barrier; 3. every thread copies its chunks (copy_geometry.hpp); 4. team barrier;
-//   5. leader warp: finish the tile (publish it).
-// A tile is finished before the next tile's gates are waited on, so no tile ever waits for a later one: the
-// progress argument of docs/transport.md ("Token ring") holds for rings of a single tile.
+// Roles. The team's first warp is its control warp: it loads each tile's row metadata, passes the tile's gates
+// (the rows' producers are done, the destination is free), lists the data rows' addresses in one of two shared
+// buffers, and, once the tile is copied, finishes (publishes) it. The other warps copy: tile after tile, each
+// thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. Two buffers let the control warp
+// prepare tile i + 1 and publish tile i - 1 while tile i is copied, and a copy warp that is done with its part
+// of a tile moves on to the next one without waiting for the others. Named barriers carry the hand-offs:
+//   ready[b]  control warp arrives once buffer b is listed; copy warps wait on it, then copy
+//   done[b]   copy warps arrive once their part of buffer b's tile is stored; the control warp waits on it,
+//             then publishes the tile and may list buffer b again
+// Progress. The control warp first polls a tile's gates; only when one is closed does it block, and before it
+// blocks it publishes every tile in flight. So no tile waits for a later tile: the progress argument of
+// docs/transport.md ("Token ring") holds for rings of a single tile.
 //
-// Memory order. The gates end in an acquire fence by the leader warp (signals.cuh); the team barrier that
-// follows orders every thread's copy after it. The team barrier after the copy orders every thread's loads and
-// stores before the leader warp's finish, whose release fence is cumulative over them. Everything is generic
-// proxy: no proxy fences.
+// Memory order. An open gate has issued its acquire fence (signals.cuh); ready[b] orders the copies after it.
+// done[b] orders every copy thread's loads and stores before the control warp's finish, whose release fence
+// is cumulative over them. Everything is generic proxy: no proxy fences.
 //
-// A policy supplies the addresses, the gates and the publication (the leader warp calls all of them):
+// A policy supplies the addresses, the gates and the publication (the control warp calls all of them):
 //   void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane)           fill rows[0, 128)
+//   bool load_gate_open(int64_t tile, const plan::RowSource* rows, uint32_t lane)     warp-uniform, never blocks
 //   bool wait_load_gate(int64_t tile, const plan::RowSource* rows, uint32_t lane)     warp-uniform, bounded
+//   bool store_gate_open(int64_t tile, uint32_t lane)                                  warp-uniform, never blocks
 //   bool wait_store_gate(int64_t tile, uint32_t lane)                                  warp-uniform, bounded
+//   bool copies_row(plan::RowSource row)                                              the team's share of rows
 //   const void* load_src(int64_t tile, plan::RowSource row, uint32_t row_in_tile)
 //   void* store_dst(int64_t tile, plan::RowSource row, uint32_t row_in_tile)
-//   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        after the copy's barrier
-//   bool copies_row(plan::RowSource row)                                              the team's share of rows
+//   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        after the tile's copies
 // Padding rows (RowSource::padding()) are never copied. A gate that gives up (bounded_wait recorded the error)
 // ends the run: nothing of that tile is copied or published, and every thread returns false.
 #pragma once
@@ -42,23 +48,28 @@ namespace mok::comm {
 
 inline constexpr uint32_t kWarpSize = 32;
 inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
-// 16-byte loads each thread keeps in flight: with 512 threads, 128 KiB per SM. A team's rate is bytes in flight
-// over latency: with 64 KiB the copy ran at 32 GB/s per SM, local and remote rows together (about 2 us of
+// 16-byte loads each copy thread keeps in flight: with 480 copy threads, 120 KiB per SM. A team's rate is bytes in
+// flight over latency: with 64 KiB the copy ran at 32 GB/s per SM, local and remote rows together (about 2 us of
 // latency); the link needs 25 GB/s per SM of remote rows alone from 16 SMs, and about half the rows are local.
 // 16 loads of 16 bytes take 64 registers, which 512-thread blocks afford (1024-thread blocks would spill).
 inline constexpr uint32_t kChunksInFlight = 16;
 
-// The threads that run the copy together: a whole 512-thread block in the standalone kernels, the communication warps
-// of a block in a fused kernel. They share one named barrier, reserved for the team.
+// The threads that run the copy together: a whole block in the standalone kernels, the communication warps of
+// a block in a fused kernel. Its first warp is the control warp; the team needs at least one more.
 struct CopyTeam {
-    uint32_t thread_idx;   // in [0, num_threads)
-    uint32_t num_threads;  // a multiple of 32
-    uint32_t barrier_id;   // named barrier id (bar.sync), not used by anything else while the team runs
+    uint32_t thread_idx;        // in [0, num_threads)
+    uint32_t num_threads;       // a multiple of 32, at least 64
+    uint32_t first_barrier_id;  // named barriers first_barrier_id .. + kRowCopyBarriers - 1 belong to the team
 
-    __device__ __forceinline__ void sync() const { ptx::named_barrier_sync(barrier_id, num_threads); }
-    __device__ __forceinline__ bool in_leader_warp() const { return thread_idx < kWarpSize; }
+    __device__ __forceinline__ bool in_control_warp() const { return thread_idx < kWarpSize; }
     __device__ __forceinline__ uint32_t lane() const { return thread_idx % kWarpSize; }
+    __device__ __forceinline__ uint32_t copy_thread_idx() const { return thread_idx - kWarpSize; }
+    __device__ __forceinline__ uint32_t num_copy_threads() const { return num_threads - kWarpSize; }
 };
+
+// Address-list buffers, and the named barriers they take: ready and done per buffer.
+inline constexpr uint32_t kRowCopyBuffers = 2;
+inline constexpr uint32_t kRowCopyBarriers = 2 * kRowCopyBuffers;
 
 // The tiles of one call: begin, begin + stride, ... below end (a block's share of a rank's tiles).
 struct TileRange {
@@ -116,12 +127,17 @@ __device__ __forceinline__ bool join_split_tile(uint32_t* parts, int64_t tile) {
     return true;
 }
 
-struct RowCopyStorage {
+// One tile's address lists, written by the control warp, read by the copy warps.
+struct RowCopyBuffer {
     plan::RowSource tile_rows[kTileRows];  // (kTileRows) the tile's row metadata, padding included
     const uint4* src[kTileRows];           // (kTileRows) the data rows' sources, densely listed
     uint4* dst[kTileRows];                 // (kTileRows) their destinations
     uint32_t num_rows;                     // data rows listed
-    uint32_t gates_open;                   // 0 when a gate gave up
+    uint32_t gates_open;                   // 0 when a gate gave up: the run ends
+};
+
+struct RowCopyStorage {
+    RowCopyBuffer buffers[kRowCopyBuffers];  // tile i uses buffers[i % kRowCopyBuffers]
 };
 
 template <typename Policy>
@@ -129,91 +145,120 @@ class RowCopyRun {
   public:
     __device__ RowCopyRun(RowCopyStorage& storage, const CopyTeam& team, const CopyGeometry& geometry, Policy& policy,
                           const TileRange& tiles)
-        : storage_(storage), team_(team), geometry_(geometry), policy_(policy), tiles_(tiles) {}
+        : storage_(storage),
+          team_(team),
+          geometry_(geometry),
+          policy_(policy),
+          tiles_(tiles),
+          num_tiles_(tiles.count()) {}
 
     // Copies and finishes every tile; true when all were. Every thread of the team calls it.
-    __device__ bool execute() {
-        const int64_t num_tiles = tiles_.count();
-        for (int64_t idx = 0; idx < num_tiles; ++idx) {
+    __device__ bool execute() { return team_.in_control_warp() ? control() : copy(); }
+
+  private:
+    __device__ uint32_t ready_barrier(int64_t idx) const {
+        return team_.first_barrier_id + static_cast<uint32_t>(idx % kRowCopyBuffers);
+    }
+    __device__ uint32_t done_barrier(int64_t idx) const { return ready_barrier(idx) + kRowCopyBuffers; }
+    __device__ RowCopyBuffer& buffer_of(int64_t idx) { return storage_.buffers[idx % kRowCopyBuffers]; }
+
+    // The control warp: list, hand over, publish, in tile order.
+    __device__ bool control() {
+        for (int64_t idx = 0; idx < num_tiles_; ++idx) {
+            // The buffer's previous tile (idx - 2) must be copied and published before it is listed again.
+            finish_through(idx - static_cast<int64_t>(kRowCopyBuffers));
+            RowCopyBuffer& buf = buffer_of(idx);
             const int64_t tile = tiles_.tile(idx);
-            if (team_.in_leader_warp()) {
-                prepare(tile);
+            const uint32_t lane = team_.lane();
+            policy_.load_tile_rows(tile, buf.tile_rows, lane);
+            __syncwarp();
+            bool open = policy_.load_gate_open(tile, buf.tile_rows, lane) && policy_.store_gate_open(tile, lane);
+            if (!open) {
+                // Publish everything in flight before blocking (see "Progress" above).
+                finish_through(idx - 1);
+                open = policy_.wait_load_gate(tile, buf.tile_rows, lane) && policy_.wait_store_gate(tile, lane);
             }
-            team_.sync();
-            if (storage_.gates_open == 0) {
+            list_rows(tile, buf, open);
+            ptx::named_barrier_arrive(ready_barrier(idx), team_.num_threads);
+            if (!open) {
                 return false;
             }
-            copy_chunks();
-            // Every thread's loads and stores of the tile come before the leader's release in finish_tile; the
-            // barrier also keeps the address lists alive until every thread is done with them.
-            team_.sync();
-            if (team_.in_leader_warp()) {
-                policy_.finish_tile(tile, storage_.tile_rows, team_.lane());
-            }
         }
+        finish_through(num_tiles_ - 1);
         return true;
     }
 
-  private:
-    // Leader warp: metadata, gates, and the dense list of the data rows' addresses.
-    __device__ void prepare(int64_t tile) {
+    // Publishes, in order, every tile up to `last_idx` not yet published, each once its copies are done.
+    __device__ void finish_through(int64_t last_idx) {
+        for (; finished_ <= last_idx; ++finished_) {
+            ptx::named_barrier_sync(done_barrier(finished_), team_.num_threads);
+            policy_.finish_tile(tiles_.tile(finished_), buffer_of(finished_).tile_rows, team_.lane());
+        }
+    }
+
+    // The dense list of the data rows' addresses (rows keep their order), and the gates' verdict.
+    __device__ void list_rows(int64_t tile, RowCopyBuffer& buf, bool open) {
         const uint32_t lane = team_.lane();
-        policy_.load_tile_rows(tile, storage_.tile_rows, lane);
-        __syncwarp();
-        const bool open = policy_.wait_load_gate(tile, storage_.tile_rows, lane) && policy_.wait_store_gate(tile, lane);
         uint32_t listed = 0;
         for (uint32_t base = 0; base < static_cast<uint32_t>(kTileRows); base += kWarpSize) {
             const uint32_t r = base + lane;
-            const plan::RowSource row = storage_.tile_rows[r];
+            const plan::RowSource row = buf.tile_rows[r];
             const bool data = !row.is_padding() && policy_.copies_row(row);
             const uint32_t ballot = __ballot_sync(kFullWarpMask, data);
             if (data) {
-                // Rows keep their order: each data row's slot is the count of data rows before it.
+                // Each data row's slot is the count of data rows before it.
                 const uint32_t slot = listed + __popc(ballot & ((1u << lane) - 1));
-                storage_.src[slot] = static_cast<const uint4*>(policy_.load_src(tile, row, r));
-                storage_.dst[slot] = static_cast<uint4*>(policy_.store_dst(tile, row, r));
+                buf.src[slot] = static_cast<const uint4*>(policy_.load_src(tile, row, r));
+                buf.dst[slot] = static_cast<uint4*>(policy_.store_dst(tile, row, r));
             }
             listed += __popc(ballot);
         }
         if (lane == 0) {
-            storage_.num_rows = listed;
-            storage_.gates_open = open ? 1 : 0;
+            buf.num_rows = listed;
+            buf.gates_open = open ? 1 : 0;
         }
+        __syncwarp();
     }
 
-    // Every thread: chunks thread_idx, thread_idx + n, ... of the tile, kChunksInFlight loads at a time. Two
-    // cursors walk the same chunks: one for the loads, one, kChunksInFlight behind, for the stores.
-    __device__ void copy_chunks() {
-        const uint32_t chunks = geometry_.tile_chunks(storage_.num_rows);
-        const uint32_t n = team_.num_threads;
-        uint32_t c = team_.thread_idx;
+    // A copy warp: every tile's chunks, handing each tile back as soon as its own part is stored.
+    __device__ bool copy() {
+        for (int64_t idx = 0; idx < num_tiles_; ++idx) {
+            ptx::named_barrier_sync(ready_barrier(idx), team_.num_threads);
+            const RowCopyBuffer& buf = buffer_of(idx);
+            if (buf.gates_open == 0) {
+                return false;
+            }
+            copy_chunks(buf);
+            ptx::named_barrier_arrive(done_barrier(idx), team_.num_threads);
+        }
+        return true;
+    }
+
+    // This thread's chunks of the tile: copy_thread_idx, + n, ..., kChunksInFlight loads at a time. Two cursors
+    // walk the same chunks: one for the loads, one, kChunksInFlight behind, for the stores.
+    __device__ void copy_chunks(const RowCopyBuffer& buf) const {
+        const uint32_t chunks = geometry_.tile_chunks(buf.num_rows);
+        const uint32_t n = team_.num_copy_threads();
+        uint32_t c = team_.copy_thread_idx();
         ChunkCursor load = ChunkCursor::make(geometry_, c, n);
         ChunkCursor store = load;
         for (; c + (kChunksInFlight - 1) * n < chunks; c += kChunksInFlight * n) {
             uint4 v[kChunksInFlight];
 #pragma unroll
             for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                v[j] = *source(load);
+                v[j] = *(buf.src[load.row] + load.chunk_in_row);
                 load.advance();
             }
 #pragma unroll
             for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                *destination(store) = v[j];
+                *(buf.dst[store.row] + store.chunk_in_row) = v[j];
                 store.advance();
             }
         }
         for (; c < chunks; c += n) {
-            *destination(store) = *source(store);
+            *(buf.dst[store.row] + store.chunk_in_row) = *(buf.src[store.row] + store.chunk_in_row);
             store.advance();
         }
-    }
-
-    __device__ const uint4* source(const ChunkCursor& at) const {
-        return storage_.src[at.row] + at.chunk_in_row;
-    }
-
-    __device__ uint4* destination(const ChunkCursor& at) const {
-        return storage_.dst[at.row] + at.chunk_in_row;
     }
 
     RowCopyStorage& storage_;
@@ -221,6 +266,8 @@ class RowCopyRun {
     const CopyGeometry geometry_;
     Policy& policy_;
     const TileRange tiles_;
+    const int64_t num_tiles_;
+    int64_t finished_ = 0;  // control warp: tiles published so far
 };
 
 // Runs the copy over `tiles` with `policy`; every thread of `team` calls it. True on success.

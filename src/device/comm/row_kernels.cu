@@ -14,14 +14,14 @@
 namespace mok::comm {
 namespace {
 
-// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team. 512 threads
-// with kChunksInFlight loads each keep 128 KiB in flight per SM (row_copy.cuh).
+// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team. Its 480 copy
+// threads with kChunksInFlight loads each keep 120 KiB in flight per SM (row_copy.cuh).
 constexpr uint32_t kRowCopyThreads = 512;
-// The team's named barrier: any id but 0, which __syncthreads uses.
-constexpr uint32_t kRowCopyBarrier = 1;
+// The team's first named barrier: barrier 0 is __syncthreads'.
+constexpr uint32_t kRowCopyFirstBarrier = 1;
 
 __device__ __forceinline__ CopyTeam block_team() {
-    return CopyTeam{threadIdx.x, blockDim.x, kRowCopyBarrier};
+    return CopyTeam{threadIdx.x, blockDim.x, kRowCopyFirstBarrier};
 }
 
 // A block's share of a rank's tiles: the first `remote_blocks` blocks of the rank's slice take the rows that cross

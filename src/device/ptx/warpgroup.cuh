@@ -25,6 +25,13 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t barrier_id, uint32_t
     asm volatile("bar.sync %0, %1;\n" ::"r"(barrier_id), "r"(num_threads) : "memory");
 }
 
+// bar.arrive on a named barrier among `num_threads` threads: signals without waiting. The producer half of a
+// producer/consumer hand-off: the arriving threads' prior memory accesses are performed, for the threads that
+// wait on the barrier with named_barrier_sync, before those threads continue.
+__device__ __forceinline__ void named_barrier_arrive(uint32_t barrier_id, uint32_t num_threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(barrier_id), "r"(num_threads) : "memory");
+}
+
 // Makes this thread's prior generic-proxy shared-memory writes visible to the async proxy (TMA stores,
 // wgmma operand reads). Each writing thread runs it before the barrier that hands the data over.
 __device__ __forceinline__ void fence_proxy_async_shared_cta() {

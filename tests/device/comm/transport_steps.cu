@@ -13,8 +13,8 @@ namespace mok::comm::testing {
 namespace {
 
 constexpr int32_t kConsumerThreads = 256;
-// The copy team's named barrier in dispatch and push blocks (0 is __syncthreads).
-constexpr uint32_t kCopyBarrier = 1;
+// The copy team's first named barrier in dispatch and push blocks (0 is __syncthreads').
+constexpr uint32_t kCopyFirstBarrier = 1;
 
 template <typename Peers>
 struct PipelineParams {
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kConsumerThreads)
     if (__syncthreads_or(step_failed(p.consumer.ctx))) {
         return;
     }
-    const CopyTeam team{threadIdx.x, blockDim.x, kCopyBarrier};
+    const CopyTeam team{threadIdx.x, blockDim.x, kCopyFirstBarrier};
     if (block < dispatch_span) {
         const RoleShare r = role_share(block, p.dispatch_blocks, p.local_blocks);
         dispatch_tiles(p.dispatch, storage, team, TileRange{r.team_idx, dispatch_num_tiles(p.dispatch), r.num_teams},
