@@ -7,11 +7,11 @@
 // link from 12-16 SMs (docs/transport.md, "Tuning").
 //
 // Roles. The team's first warp is its control warp: it loads each tile's row metadata, passes the tile's gates
-// (the rows' producers are done, the destination is free), lists the data rows' addresses in one of two shared
+// (the rows' producers are done, the destination is free), lists the data rows' addresses in one of kRowCopyBuffers shared
 // buffers, and, once the tile is copied, finishes (publishes) it. The other warps copy: tile after tile, each
-// thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. Two buffers let the control warp
-// prepare tile i + 1 and publish tile i - 1 while tile i is copied, and a copy warp that is done with its part
-// of a tile moves on to the next one without waiting for the others. Named barriers carry the hand-offs:
+// thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. kRowCopyBuffers buffers let the
+// control warp list the next tiles and publish earlier ones while a tile is copied, and a copy warp that is done
+// with its part of a tile moves on to the next one without waiting for the others. Named barriers carry the hand-offs:
 //   ready[b]  control warp arrives once buffer b is listed; copy warps wait on it, then copy
 //   done[b]   copy warps arrive once their part of buffer b's tile is stored; the control warp waits on it,
 //             then publishes the tile and may list buffer b again
@@ -67,8 +67,11 @@ struct CopyTeam {
     __device__ __forceinline__ uint32_t num_copy_threads() const { return num_threads - kWarpSize; }
 };
 
-// Address-list buffers, and the named barriers they take: ready and done per buffer.
-inline constexpr uint32_t kRowCopyBuffers = 2;
+// Address-list buffers, and the named barriers they take: ready and done per buffer. Publishing a tile costs the
+// control warp a release fence, which waits for the SM's stores in flight -- under a full copy stream, microseconds.
+// With four buffers the control warp publishes tile i - 4 while the copy warps still have tiles i - 3 .. i - 1
+// listed, so the fence overlaps their copies instead of delaying the next list.
+inline constexpr uint32_t kRowCopyBuffers = 4;
 inline constexpr uint32_t kRowCopyBarriers = 2 * kRowCopyBuffers;
 
 // The tiles of one call: begin, begin + stride, ... below end (a block's share of a rank's tiles).
@@ -165,7 +168,7 @@ class RowCopyRun {
     // The control warp: list, hand over, publish, in tile order.
     __device__ bool control() {
         for (int64_t idx = 0; idx < num_tiles_; ++idx) {
-            // The buffer's previous tile (idx - 2) must be copied and published before it is listed again.
+            // The buffer's previous tile must be copied and published before the buffer is listed again.
             finish_through(idx - static_cast<int64_t>(kRowCopyBuffers));
             RowCopyBuffer& buf = buffer_of(idx);
             const int64_t tile = tiles_.tile(idx);
