@@ -7,8 +7,8 @@
 // link from 12-16 SMs (docs/transport.md, "Tuning").
 //
 // Roles. The team's first warp is its control warp: it loads each tile's row metadata, passes the tile's gates
-// (the rows' producers are done, the destination is free), lists the data rows' addresses in one of kRowCopyBuffers shared
-// buffers, and, once the tile is copied, finishes (publishes) it. The other warps copy: tile after tile, each
+// (the rows' producers are done, the destination is free), lists the data rows' addresses in one of kRowCopyBuffers
+// shared buffers, and, once the tile is copied, finishes (publishes) it. The other warps copy: tile after tile, each
 // thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. kRowCopyBuffers buffers let the
 // control warp list the next tiles and publish earlier ones while a tile is copied, and a copy warp that is done
 // with its part of a tile moves on to the next one without waiting for the others. Named barriers carry the hand-offs:
