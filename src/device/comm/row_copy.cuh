@@ -238,29 +238,30 @@ class RowCopyRun {
     }
 
     // This thread's chunks of the tile: copy_thread_idx, + n, ..., kChunksInFlight loads at a time. Two cursors
-    // walk the same chunks: one for the loads, one, kChunksInFlight behind, for the stores.
+    // walk the same chunks: one for the loads, one, kChunksInFlight behind, for the stores. The last batch is
+    // predicated rather than copied chunk by chunk: one chunk at a time, each load would wait out the whole
+    // latency (the store after it may alias the next load), and a tile's leftover chunks cost as much as the rest.
     __device__ void copy_chunks(const RowCopyBuffer& buf) const {
         const uint32_t chunks = geometry_.tile_chunks(buf.num_rows);
         const uint32_t n = team_.num_copy_threads();
-        uint32_t c = team_.copy_thread_idx();
-        ChunkCursor load = ChunkCursor::make(geometry_, c, n);
+        ChunkCursor load = ChunkCursor::make(geometry_, team_.copy_thread_idx(), n);
         ChunkCursor store = load;
-        for (; c + (kChunksInFlight - 1) * n < chunks; c += kChunksInFlight * n) {
+        for (uint32_t c = team_.copy_thread_idx(); c < chunks; c += kChunksInFlight * n) {
             uint4 v[kChunksInFlight];
 #pragma unroll
             for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                v[j] = *(buf.src[load.row] + load.chunk_in_row);
+                if (c + j * n < chunks) {
+                    v[j] = *(buf.src[load.row] + load.chunk_in_row);
+                }
                 load.advance();
             }
 #pragma unroll
             for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                *(buf.dst[store.row] + store.chunk_in_row) = v[j];
+                if (c + j * n < chunks) {
+                    *(buf.dst[store.row] + store.chunk_in_row) = v[j];
+                }
                 store.advance();
             }
-        }
-        for (; c < chunks; c += n) {
-            *(buf.dst[store.row] + store.chunk_in_row) = *(buf.src[store.row] + store.chunk_in_row);
-            store.advance();
         }
     }
 
