@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs mok's main job: one MoE layer's forward and backward through the public API, with a report.
 #   tools/mok-run.sh --model deepseek-v3 --tokens 4096 --ep 8      (mok-run --help lists every flag)
-# Without a GPU it runs the CPU reference with simulated EP ranks at reduced sizes (the report says so).
+# Without a GPU it runs the CPU reference with simulated EP ranks at reduced sizes (the report says so);
+# --backend cuda runs the GPU layer at full size on GPU 0 and prints the time per pass.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MOK_BUILD_DIR:-$root/build}

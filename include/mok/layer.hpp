@@ -125,6 +125,7 @@ class ForwardContext {
     virtual ~ForwardContext() = default;
     // True once forward or recompute_forward has filled it.
     virtual bool ready() const = 0;
+    // On Backend::kCuda the counts are read back from the GPU (a blocking copy): call it after synchronize().
     virtual const RoutingStats& stats(int local_rank) const = 0;
 };
 
@@ -152,7 +153,9 @@ class MoeLayer {
     // forward, backward and recompute_forward only enqueue work on Backend::kCuda: failures found on the GPU
     // (schedule overflow, a peer that timed out) are recorded there. synchronize waits for `stream`, then returns
     // the first such failure of this layer's calls since the last synchronize and clears it, so that the next
-    // step runs normally. Always ok on the CPU reference, whose calls report everything themselves.
+    // step runs normally. Always ok on the CPU reference, whose calls report everything themselves. On
+    // Backend::kCuda the failure records belong to the Workspace, so a synchronize reports (and clears) those of
+    // every layer sharing it, and backward refuses a context whose filling step failed (docs/layer.md).
     virtual Status synchronize(void* stream = nullptr) = 0;
 };
 

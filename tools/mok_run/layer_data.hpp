@@ -39,6 +39,9 @@ class LayerData {
     std::vector<RankInputs> inputs();
     std::vector<BackwardArgs> backward_args();
     const std::vector<RankBuffers>& ranks() const { return ranks_; }
+    // For a run whose tensors live elsewhere (the GPU): the host copies it reads inputs from and writes results to.
+    std::vector<RankBuffers>& ranks() { return ranks_; }
+    const LayerShape& shape() const { return shape_; }
 
   private:
     RankInputs rank_inputs(RankBuffers& rank);

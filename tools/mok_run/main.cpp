@@ -4,7 +4,8 @@
 //   mok-run --model deepseek-v3 --tokens 4096 --ep 8
 //
 // The CPU reference runs a reduced H, I and T by default (E, k and R are kept, and so is the routing's
-// structure); --full-size runs the requested shape.
+// structure); --full-size runs the requested shape. The CUDA backend (--backend cuda) always runs the requested
+// shape, every EP rank on GPU 0, and times each pass over several steps.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,9 @@
 
 #include "layer_data.hpp"
 #include "mok/mok.hpp"
+#if MOK_RUN_WITH_CUDA
+#include "gpu_run.hpp"
+#endif
 #include "report.hpp"
 #include "run_options.hpp"
 
@@ -57,8 +61,21 @@ Status run(const RunOptions& options, const LayerShape& shape) {
     layer_options.shape = shape;
     layer_options.topology = {options.ep_size, 0, options.ep_size};
     layer_options.backend = options.backend;
-    layer_options.device = options.backend == Backend::kCuda ? Device::cuda(0) : Device::cpu();
+    const bool gpu = options.backend == Backend::kCuda;
+    layer_options.device = gpu ? Device::cuda(0) : Device::cpu();
+    layer_options.config.schedule_capacity_factor =
+        options.capacity_factor >= 0.0 ? options.capacity_factor : (gpu ? kDefaultCudaCapacityFactor : 0.0);
     MOK_RETURN_IF_ERROR(MoeLayer::validate(layer_options));
+    if (gpu) {
+#if MOK_RUN_WITH_CUDA
+        LayerData data(shape, options.ep_size, options);
+        MOK_RETURN_IF_ERROR(run_on_gpu(layer_options, options.iterations, data));
+        print_checksums(data);
+        return Status::ok();
+#else
+        return {StatusCode::kNotSupported, "Backend::kCuda: this mok-run was built without CUDA"};
+#endif
+    }
 
     size_t bytes = 0;
     MOK_RETURN_IF_ERROR(MoeLayer::workspace_bytes(layer_options, &bytes));
@@ -107,6 +124,10 @@ int run_main(int argc, char** argv) {
                     : "");
     std::printf("  routing    %s, seed %llu\n", describe_routing(options).c_str(),
                 static_cast<unsigned long long>(options.seed));
+    if (options.capacity_factor >= 0.0 || options.backend == Backend::kCuda) {
+        std::printf("  capacity   schedule_capacity_factor %g\n",
+                    options.capacity_factor >= 0.0 ? options.capacity_factor : kDefaultCudaCapacityFactor);
+    }
     if (const Status status = run(options, shape); !status) {
         std::fflush(stdout);
         std::fprintf(stderr, "mok-run: %s\n", status.to_string().c_str());

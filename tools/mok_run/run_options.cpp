@@ -13,8 +13,9 @@ namespace {
 
 constexpr int64_t kDefaultTokens = 4096;
 
-const char* const kValueFlags[] = {"--model", "--tokens",        "--ep",      "--experts", "--hidden", "--width",
-                                   "--top-k", "--shared-widths", "--routing", "--seed",    "--backend"};
+const char* const kValueFlags[] = {
+    "--model",         "--tokens",  "--ep",   "--experts", "--hidden",          "--width",     "--top-k",
+    "--shared-widths", "--routing", "--seed", "--backend", "--capacity-factor", "--iterations"};
 const char* const kSwitchFlags[] = {"--full-size", "--help", "--list-models"};
 
 bool is_one_of(std::string_view flag, std::span<const char* const> flags) {
@@ -158,6 +159,20 @@ Status parse_run_options(int argc, char** argv, RunOptions* out) {
     if (flags.contains("--routing")) {
         MOK_RETURN_IF_ERROR(parse_routing(flags["--routing"], out));
     }
+    if (flags.contains("--capacity-factor")) {
+        const std::string& text = flags["--capacity-factor"];
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, out->capacity_factor);
+        if (ec != std::errc() || ptr != end || !(out->capacity_factor >= 0.0)) {
+            return Status::invalid_argument("--capacity-factor", "a number >= 0, got '" + text + "'");
+        }
+    }
+    if (flags.contains("--iterations")) {
+        MOK_RETURN_IF_ERROR(parse_int("--iterations", flags["--iterations"], &out->iterations));
+        if (out->iterations < 1) {
+            return Status::invalid_argument("--iterations", "at least 1, got " + flags["--iterations"]);
+        }
+    }
     if (flags.contains("--backend")) {
         const std::string& backend = flags["--backend"];
         if (backend == "cpu") {
@@ -204,7 +219,11 @@ std::string usage() {
            "  --ep R                expert-parallel ranks (default 1)\n"
            "  --routing KIND        uniform (default), zipf:<s>, one-expert or one-rank\n"
            "  --seed N              seed of the random inputs and routing (default 1)\n"
-           "  --backend NAME        cpu (default, the CPU reference) or cuda\n"
+           "  --backend NAME        cpu (default, the CPU reference) or cuda (the GPU layer, full size; all --ep\n"
+           "                        ranks on GPU 0 as virtual ranks, at most 8)\n"
+           "  --capacity-factor F   Config::schedule_capacity_factor (default: 0, the worst case, on the CPU; 2 on\n"
+           "                        the GPU, where worst-case buffers of a full model do not fit)\n"
+           "  --iterations N        timed steps after one warm-up step on the GPU (default 5)\n"
            "  --full-size           run the requested shape on the CPU reference (by default it runs a reduced\n"
            "                        H, I and T so that it finishes in seconds; E, k and R are kept)\n"
            "  --list-models         print the model presets\n"

@@ -25,9 +25,16 @@ struct RunOptions {
     uint64_t seed = 1;
     Backend backend = Backend::kCpuReference;
     bool full_size = false;  // the CPU reference runs a reduced shape unless this is set
+    // Config::schedule_capacity_factor; unset: 0 (the worst case) on the CPU, kDefaultCudaCapacityFactor on the
+    // GPU, where worst-case buffers of a full model do not fit (a routing that needs more fails with
+    // kScheduleOverflow and says so).
+    double capacity_factor = -1.0;
+    int iterations = 5;  // timed steps after one warm-up step (the CUDA backend)
     bool help = false;
     bool list_models = false;
 };
+
+inline constexpr double kDefaultCudaCapacityFactor = 2.0;
 
 // Parses argv; a bad flag or value is a kInvalidArgument Status naming it.
 Status parse_run_options(int argc, char** argv, RunOptions* out);

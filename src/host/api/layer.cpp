@@ -1,5 +1,5 @@
 // MoeLayer's life cycle (validate -> workspace size -> initialise -> run) and the backend-independent half of
-// every call; the backends live in src/host/cpu (and src/host/cuda).
+// every call; the backends live in src/host/cpu and, in builds with CUDA (MOK_WITH_CUDA), src/host/cuda.
 #include <atomic>
 #include <exception>
 #include <new>
@@ -10,6 +10,9 @@
 #include "host/api/backend.hpp"
 #include "host/api/validate.hpp"
 #include "host/cpu/cpu_backend.hpp"
+#if MOK_WITH_CUDA
+#include "host/cuda/cuda_backend.hpp"
+#endif
 
 namespace mok {
 namespace api {
@@ -64,8 +67,12 @@ Status find_backend(Backend backend, const char* path, const BackendProvider** o
             *out = &cpu::backend();
             return Status::ok();
         case Backend::kCuda:
-            // The CUDA backend's provider goes here once src/host/cuda has one.
+#if MOK_WITH_CUDA
+            *out = &cuda::backend();
+            return Status::ok();
+#else
             return {StatusCode::kNotSupported, "Backend::kCuda: the CUDA backend is not built in"};
+#endif
     }
     return Status::invalid_argument(
         path, "Backend::kCpuReference or Backend::kCuda, got " + std::to_string(static_cast<int>(backend)));

@@ -20,6 +20,14 @@ Status NcclCommunicator::create(Bootstrap& bootstrap, int rank, int num_ranks, s
         MOK_RETURN_IF_ERROR(nccl_status(ncclGetUniqueId(&id), "ncclGetUniqueId"));
     }
     MOK_RETURN_IF_ERROR(bootstrap.broadcast(&id, sizeof(id), 0));
+    return create(id, rank, num_ranks, out);
+}
+
+Status NcclCommunicator::create(const ncclUniqueId& id, int rank, int num_ranks,
+                                std::unique_ptr<NcclCommunicator>* out) {
+    if (num_ranks < 1 || rank < 0 || rank >= num_ranks) {
+        return Status::invalid_argument("communicator rank", "0 <= rank < num_ranks");
+    }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     ncclComm_t comm = nullptr;
     MOK_RETURN_IF_ERROR(

@@ -26,6 +26,8 @@ class NcclCommunicator {
     // Creates a communicator of `num_ranks` ranks on the CUDA device current on the calling thread; collective:
     // every rank calls it, with the same bootstrap group.
     static Status create(Bootstrap& bootstrap, int rank, int num_ranks, std::unique_ptr<NcclCommunicator>* out);
+    // The same from a unique id the caller already distributed (rank 0 made it with ncclGetUniqueId).
+    static Status create(const ncclUniqueId& id, int rank, int num_ranks, std::unique_ptr<NcclCommunicator>* out);
     // Uses the caller's communicator, which must outlive this object and stay the caller's to destroy.
     static std::unique_ptr<NcclCommunicator> borrow(ncclComm_t comm);
     ~NcclCommunicator();

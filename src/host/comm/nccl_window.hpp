@@ -5,6 +5,7 @@
 
 #include <nccl.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "device/comm/peers.hpp"
@@ -22,6 +23,9 @@ class NcclWindow {
     // reachable by load/store (one NVLink domain): the network path is not built yet.
     static Status create(const NcclCommunicator& comm, const layout::SymmetricLayout& layout,
                          std::unique_ptr<NcclWindow>* out);
+    // The same for a window of `bytes` (a multiple of layout::kWindowGranularity) whose layout the caller carves
+    // itself: the layer's workspace, which holds the transport's window at its start.
+    static Status create(const NcclCommunicator& comm, uint64_t bytes, std::unique_ptr<NcclWindow>* out);
     // Collective too (deregistration): every rank destroys its window.
     ~NcclWindow();
     NcclWindow(const NcclWindow&) = delete;

@@ -1,0 +1,440 @@
+// mok-bench-layer: the MoE layer on the GPU (Backend::kCuda) through the public API, forward and backward, at
+// EP 1 (GPU 0) and EP 2 (GPUs 0 and 1, one rank per GPU driven from this process), for the model presets.
+//
+// Case names match bench/baselines/layer_baseline.py's ("<model>/ep<R>/t<T>/<routing>/<pass>"), so the report
+// pairs each with the NCCL+PyTorch layer measured in the same run. Figures per case: time (the slower rank's),
+// the rate of the pass's expert FLOPs per rank, that rate as a fraction of the same-run dense cuBLAS rate (the
+// compute roofline), and the device memory in use on the rank (weights, gradients, activations, workspace).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/ceilings/ceilings.hpp"
+#include "bench/common/bench.hpp"
+#include "bench/common/buffers.hpp"
+#include "mok/mok.hpp"
+
+namespace mok::bench::layer {
+namespace {
+
+constexpr uint64_t kSeed = 20261129;
+constexpr double kZipfExponent = 1.2;  // as the baselines (docs/benchmarking.md)
+constexpr double kBytesPerGiB = 1073741824.0;
+constexpr double kFlopsPerTflop = 1e12;
+// Values of x, dy and the weights: small, so that sums over thousands of terms stay well inside bf16's range.
+constexpr float kActivationScale = 1.0f;
+constexpr float kWeightScale = 0.02f;
+// Long cases: fewer repetitions than the library default (the JSON config records them).
+constexpr int kWarmup = 2;
+constexpr int kReps = 10;
+constexpr int kQuickReps = 4;
+// The compute ceiling: a dense bf16 GEMM of this size, timed by cuBLAS in the same run.
+constexpr int64_t kCeilingGemmSize = 8192;
+
+struct LayerCase {
+    const ModelPreset* model = nullptr;
+    int64_t tokens = 0;
+    int ep = 1;
+    std::string routing;  // "uniform" or "zipf"
+
+    std::string name(const char* pass) const {
+        return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
+               "/" + pass;
+    }
+};
+
+void check(const Status& status, const std::string& what) {
+    if (!status.is_ok()) {
+        throw std::runtime_error(what + ": " + status.to_string());
+    }
+}
+
+// Expert ids [T, k] of one rank: k distinct experts per token, uniform or Zipf-skewed over a seeded order.
+std::vector<int32_t> make_expert_ids(const LayerCase& c, int rank) {
+    const int64_t num_experts = c.model->num_experts;
+    const int64_t k = c.model->top_k;
+    std::mt19937_64 rng(kSeed + static_cast<uint64_t>(rank));
+    std::vector<double> weights(num_experts, 1.0);
+    if (c.routing == "zipf") {
+        std::vector<int64_t> order(num_experts);
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), std::mt19937_64(kSeed));
+        for (int64_t e = 0; e < num_experts; ++e) {
+            weights[e] = 1.0 / std::pow(static_cast<double>(order[e] + 1), kZipfExponent);
+        }
+    }
+    std::vector<int32_t> ids(c.tokens * k);
+    for (int64_t t = 0; t < c.tokens; ++t) {
+        std::vector<double> w = weights;
+        for (int64_t s = 0; s < k; ++s) {
+            std::discrete_distribution<int32_t> pick(w.begin(), w.end());
+            const int32_t e = pick(rng);
+            ids[t * k + s] = e;
+            w[e] = 0.0;  // distinct experts per token
+        }
+    }
+    return ids;
+}
+
+// Expert FLOPs of one rank's forward: three GEMMs of 2 H I per routed (token, slot) and per shared expert row.
+double forward_flops(const LayerCase& c) {
+    const double h = static_cast<double>(c.model->hidden);
+    double flops = static_cast<double>(c.tokens) * c.model->top_k * 6.0 * h * c.model->expert_width;
+    for (const int64_t width : c.model->shared_expert_widths) {
+        flops += static_cast<double>(c.tokens) * 6.0 * h * width;
+    }
+    return flops;
+}
+
+// Everything one rank owns: its data, weights, gradients, layer and context, on its own device and stream.
+class Rank {
+  public:
+    Rank(const LayerCase& c, int rank, std::shared_ptr<Communicator> communicator)
+        : rank_(rank), device_(rank), stream_(device_) {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        const LayerShape shape = c.model->layer_shape(c.tokens);
+        const int64_t t = shape.tokens_per_rank;
+        const int64_t h = shape.hidden;
+        const int64_t i = shape.expert_width;
+        const int64_t k = shape.top_k;
+        const int64_t local = shape.num_experts / c.ep;
+        const Device dev = Device::cuda(device_);
+        auto bf16 = [&](int64_t count) { return std::make_unique<DeviceBuffer<__nv_bfloat16>>(device_, count); };
+        x_ = bf16(t * h);
+        y_ = bf16(t * h);
+        dy_ = bf16(t * h);
+        dx_ = bf16(t * h);
+        weights_ = bf16(3 * local * i * h);
+        grads_ = bf16(3 * local * i * h);
+        ids_ = std::make_unique<DeviceBuffer<int32_t>>(device_, t * k);
+        router_ = std::make_unique<DeviceBuffer<float>>(device_, t * k);
+        d_router_ = std::make_unique<DeviceBuffer<float>>(device_, t * k);
+        int64_t shared_elems = 0;
+        for (const int64_t w : shape.shared_expert_widths) {
+            shared_elems += 3 * w * h;
+        }
+        shared_weights_ = bf16(std::max<int64_t>(shared_elems, 1));
+        shared_grads_ = bf16(std::max<int64_t>(shared_elems, 1));
+
+        const uint64_t seed = kSeed + 100 * static_cast<uint64_t>(rank);
+        const cudaStream_t s = stream_.get();
+        fill_uniform(x_->get(), x_->count(), -kActivationScale, kActivationScale, seed + 1, s);
+        fill_uniform(dy_->get(), dy_->count(), -kActivationScale, kActivationScale, seed + 2, s);
+        fill_uniform(router_->get(), router_->count(), 0.0f, 1.0f, seed + 3, s);
+        fill_uniform(weights_->get(), weights_->count(), -kWeightScale, kWeightScale, kSeed + 10 + rank, s);
+        fill_uniform(shared_weights_->get(), shared_weights_->count(), -kWeightScale, kWeightScale, kSeed + 20, s);
+        const std::vector<int32_t> ids = make_expert_ids(c, rank);
+        MOK_BENCH_CHECK_CUDA(
+            cudaMemcpyAsync(ids_->get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+        stream_.synchronize();
+
+        const auto view = [&](void* data, DType dtype, std::initializer_list<int64_t> dims) {
+            return TensorView::contiguous(data, dtype, dims, dev);
+        };
+        inputs_.x = view(x_->get(), DType::kBF16, {t, h});
+        inputs_.expert_ids = view(ids_->get(), DType::kI32, {t, k});
+        inputs_.router_weights = view(router_->get(), DType::kF32, {t, k});
+        __nv_bfloat16* w = weights_->get();
+        inputs_.experts = {view(w, DType::kBF16, {local, i, h}), view(w + local * i * h, DType::kBF16, {local, i, h}),
+                           view(w + 2 * local * i * h, DType::kBF16, {local, h, i})};
+        __nv_bfloat16* g = grads_->get();
+        backward_.d_experts = {view(g, DType::kBF16, {local, i, h}),
+                               view(g + local * i * h, DType::kBF16, {local, i, h}),
+                               view(g + 2 * local * i * h, DType::kBF16, {local, h, i})};
+        __nv_bfloat16* sw = shared_weights_->get();
+        __nv_bfloat16* sg = shared_grads_->get();
+        for (const int64_t width : shape.shared_expert_widths) {
+            inputs_.shared.push_back({view(sw, DType::kBF16, {width, h}),
+                                      view(sw + width * h, DType::kBF16, {width, h}),
+                                      view(sw + 2 * width * h, DType::kBF16, {h, width})});
+            backward_.d_shared.push_back({view(sg, DType::kBF16, {width, h}),
+                                          view(sg + width * h, DType::kBF16, {width, h}),
+                                          view(sg + 2 * width * h, DType::kBF16, {h, width})});
+            sw += 3 * width * h;
+            sg += 3 * width * h;
+        }
+        forward_.inputs = inputs_;
+        forward_.y = view(y_->get(), DType::kBF16, {t, h});
+        backward_.dy = view(dy_->get(), DType::kBF16, {t, h});
+        backward_.dx = view(dx_->get(), DType::kBF16, {t, h});
+        backward_.d_router_weights = view(d_router_->get(), DType::kF32, {t, k});
+        backward_.grad_mode = GradMode::kFresh;
+
+        LayerOptions options;
+        options.shape = shape;
+        options.topology = Topology{c.ep, rank, 1};
+        options.backend = Backend::kCuda;
+        options.device = dev;
+        options.communicator = std::move(communicator);
+        size_t bytes = 0;
+        check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
+        check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
+        check(MoeLayer::create(options, workspace_, &layer_), "MoeLayer::create");
+        check(layer_->create_context(&context_), "create_context");
+    }
+
+    void forward() {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        check(layer_->forward({&forward_, 1}, context_.get(), stream_.get()), "forward");
+    }
+
+    void backward() {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        check(layer_->backward({&inputs_, 1}, {&backward_, 1}, *context_, stream_.get()), "backward");
+    }
+
+    // Waits and reports device-side failures, and checks that y and dx hold finite values (a sampled check:
+    // the GPU tests hold the layer to the CPU reference; here a broken build must not produce a figure).
+    void check_results() {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        check(layer_->synchronize(stream_.get()), "rank " + std::to_string(rank_));
+        for (const DeviceBuffer<__nv_bfloat16>* out : {y_.get(), dx_.get()}) {
+            std::vector<__nv_bfloat16> host(std::min<size_t>(out->count(), 1 << 16));
+            MOK_BENCH_CHECK_CUDA(cudaMemcpy(host.data(), out->get(), host.size() * 2, cudaMemcpyDeviceToHost));
+            for (const __nv_bfloat16 v : host) {
+                if (!std::isfinite(__bfloat162float(v))) {
+                    throw std::runtime_error("rank " + std::to_string(rank_) + ": non-finite output");
+                }
+            }
+        }
+    }
+
+    double memory_in_use_gib() const {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        size_t free_bytes = 0;
+        size_t total_bytes = 0;
+        MOK_BENCH_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+        return static_cast<double>(total_bytes - free_bytes) / kBytesPerGiB;
+    }
+
+    StreamOnDevice stream() const { return {device_, stream_.get()}; }
+
+  private:
+    int rank_;
+    int device_;
+    Stream stream_;
+    std::unique_ptr<DeviceBuffer<__nv_bfloat16>> x_, y_, dy_, dx_, weights_, grads_, shared_weights_, shared_grads_;
+    std::unique_ptr<DeviceBuffer<int32_t>> ids_;
+    std::unique_ptr<DeviceBuffer<float>> router_, d_router_;
+    RankInputs inputs_;
+    ForwardArgs forward_;
+    BackwardArgs backward_;
+    std::shared_ptr<Workspace> workspace_;
+    std::unique_ptr<MoeLayer> layer_;
+    std::unique_ptr<ForwardContext> context_;
+};
+
+// The ranks of a case. EP 2 creates its communicator and workspaces collectively, one thread per rank.
+std::vector<std::unique_ptr<Rank>> make_ranks(const LayerCase& c) {
+    std::vector<std::unique_ptr<Rank>> ranks(c.ep);
+    if (c.ep == 1) {
+        ranks[0] = std::make_unique<Rank>(c, 0, nullptr);
+        return ranks;
+    }
+    CommUniqueId id;
+    check(Communicator::make_unique_id(&id), "make_unique_id");
+    std::vector<std::string> errors(c.ep);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < c.ep; ++r) {
+        threads.emplace_back([&, r] {
+            try {
+                std::shared_ptr<Communicator> comm;
+                check(Communicator::create(id, r, c.ep, r, &comm), "Communicator::create");
+                ranks[r] = std::make_unique<Rank>(c, r, std::move(comm));
+            } catch (const std::exception& e) {
+                errors[r] = e.what();
+            }
+        });
+    }
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    for (int r = 0; r < c.ep; ++r) {
+        if (!errors[r].empty()) {
+            throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+        }
+    }
+    return ranks;
+}
+
+void add_pass_case(const LayerCase& c, const char* pass, double flops, double cublas_tflops, const TimingStats& stats,
+                   double memory_gib, std::vector<Case>& cases) {
+    Case out;
+    out.name = c.name(pass);
+    out.params.set("model", std::string(c.model->name))
+        .set("ep", c.ep)
+        .set("tokens_per_rank", c.tokens)
+        .set("routing", c.routing)
+        .set("pass", std::string(pass));
+    out.figures.push_back(time_figure("time", stats));
+    Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
+    out.figures.push_back(fraction_figure("roofline_fraction", rate, "cublas_bf16_dense", cublas_tflops));
+    out.figures.push_back(std::move(rate));
+    out.figures.push_back(value_figure("peak_memory", "GiB", Better::kLower, memory_gib));
+    out.note =
+        "peak_memory: device memory in use on the rank after the pass (the layer allocates nothing during a "
+        "step); roofline: expert FLOPs over the same-run cuBLAS rate";
+    cases.push_back(std::move(out));
+}
+
+void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& timing, std::vector<Case>& cases) {
+    std::vector<std::unique_ptr<Rank>> ranks = make_ranks(c);
+    std::vector<StreamOnDevice> streams;
+    for (const auto& r : ranks) {
+        streams.push_back(r->stream());
+    }
+    Timer timer(streams);
+    // Correctness first: one forward and backward, checked, before anything is timed.
+    for (auto& r : ranks) {
+        r->forward();
+    }
+    for (auto& r : ranks) {
+        r->backward();
+    }
+    for (auto& r : ranks) {
+        r->check_results();
+    }
+    const double flops = forward_flops(c);
+    const TimingStats forward = timer.time(
+        [&](int) {
+            for (auto& r : ranks) {
+                r->forward();
+            }
+        },
+        timing);
+    for (auto& r : ranks) {
+        r->check_results();
+    }
+    double memory = 0.0;
+    for (const auto& r : ranks) {
+        memory = std::max(memory, r->memory_in_use_gib());
+    }
+    add_pass_case(c, "forward", flops, cublas_tflops, forward, memory, cases);
+    // Backward reuses the last forward's context: it reads it and leaves it intact.
+    const TimingStats backward = timer.time(
+        [&](int) {
+            for (auto& r : ranks) {
+                r->backward();
+            }
+        },
+        timing);
+    for (auto& r : ranks) {
+        r->check_results();
+    }
+    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, memory, cases);
+}
+
+std::vector<LayerCase> sweep(const CommonOptions& options, int visible) {
+    std::vector<std::string> models = {"deepseek-v3", "qwen3.5-397b-a17b"};
+    std::vector<int64_t> tokens = {4096};
+    std::vector<std::string> routings = {"uniform", "zipf"};
+    if (options.quick) {
+        models = {"deepseek-v3"};
+        routings = {"uniform"};
+    }
+    if (options.full) {
+        models.clear();
+        for (const ModelPreset& preset : model_presets()) {
+            models.emplace_back(preset.name);
+        }
+        tokens = {2048, 4096, 16384};
+    }
+    std::vector<int> eps = {1};
+    if (visible >= 2) {
+        eps.push_back(2);
+    }
+    std::vector<LayerCase> out;
+    for (const std::string& name : models) {
+        const ModelPreset* model = find_model_preset(name);
+        for (const int64_t t : tokens) {
+            for (const int ep : eps) {
+                for (const std::string& routing : routings) {
+                    out.push_back({model, t, ep, routing});
+                }
+            }
+        }
+    }
+    return out;
+}
+
+void print_usage() {
+    std::printf(
+        "usage: mok-bench-layer [flags]\n"
+        "The MoE layer (forward, backward) at EP 1 and EP 2: DeepSeek-V3 and Qwen3.5 at 4096 tokens per rank,\n"
+        "uniform and Zipf routing (--quick: DeepSeek-V3 uniform; --full: every preset at 2048, 4096, 16384\n"
+        "tokens). Pairs with bench/baselines/layer_baseline.py in the same run. Writes one JSON result.\n%s",
+        common_options_help().c_str());
+}
+
+int run(const CommonOptions& options) {
+    TimingOptions timing;
+    timing.num_warmup = options.num_warmup.value_or(kWarmup);
+    timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
+    const int visible = visible_gpu_count();
+    if (visible == 0) {
+        std::fprintf(stderr, "mok-bench-layer: no CUDA device visible\n");
+        return 1;
+    }
+    Result result;
+    result.run = collect_run_info("layer", std::min(visible, 2));
+    result.config.set("warmup", timing.num_warmup)
+        .set("reps", timing.num_reps)
+        .set("flush_l2", timing.flush_l2)
+        .set("quick", options.quick)
+        .set("full", options.full)
+        .set("environment", environment_json(0));
+    const Case ceiling = ceilings::gemm_case({kCeilingGemmSize, kCeilingGemmSize, kCeilingGemmSize}, timing);
+    double cublas_tflops = 0.0;
+    for (const Figure& f : ceiling.figures) {
+        cublas_tflops = f.name == "tflops" ? f.value : cublas_tflops;
+    }
+    result.cases.push_back(ceiling);
+    for (const LayerCase& c : sweep(options, visible)) {
+        try {
+            run_case(c, cublas_tflops, timing, result.cases);
+        } catch (const std::exception& error) {
+            Case failed;
+            failed.name = c.name("setup");
+            failed.status = CaseStatus::kFailed;
+            failed.note = error.what();
+            result.cases.push_back(std::move(failed));
+        }
+        std::fflush(stdout);
+    }
+    const auto path = write_result(result, options.out_dir);
+    std::printf("%s", format_summary(result).c_str());
+    std::printf("wrote %s\n", path.c_str());
+    const bool any_failed = std::any_of(result.cases.begin(), result.cases.end(),
+                                        [](const Case& c) { return c.status == CaseStatus::kFailed; });
+    return any_failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace mok::bench::layer
+
+int main(int argc, char** argv) {
+    using namespace mok::bench;
+    try {
+        const CommonOptions options = parse_common_options(argc, argv);
+        if (options.help) {
+            layer::print_usage();
+            return 0;
+        }
+        if (!options.rest.empty()) {
+            std::fprintf(stderr, "mok-bench-layer: unknown flag '%s' (see --help)\n", options.rest.front().c_str());
+            return 2;
+        }
+        return layer::run(options);
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "mok-bench-layer: %s\n", error.what());
+        return 1;
+    }
+}

@@ -1,0 +1,795 @@
+// mok's PyTorch binding: torch.library custom ops in the `mok` namespace over the public C++ API.
+//
+// Python creates a layer once (mok::create_layer) and refers to it by an integer id; the compute ops take tensors
+// plus that id. The C++ objects live in a registry here:
+//   - a layer entry per id: its LayerOptions without a token count, and one MoeLayer per token count it has seen
+//     (LayerShape fixes T, a PyTorch batch does not);
+//   - one Workspace per (backend, device, communicator, and what a CUDA workspace's transport state depends on:
+//     WorkspaceKey), shared by every layer on it and grown when a layer needs more; a layer made with a smaller
+//     one is remade with the new one once none of its contexts is in flight. The registry keeps each key's
+//     workspace for the process's lifetime, and with a communicator the ones growth replaced too: freeing those
+//     is collective, and Python frees objects at no moment the ranks agree on;
+//   - a pool of ForwardContexts per MoeLayer. forward and recompute_forward take a free one and return a
+//     "context" tensor, a CPU int64 tensor naming it ([layer, tokens, slot, generation]); the context goes back to
+//     the pool when that tensor is freed. Autograd keeps the tensor alive exactly as long as the backward may
+//     need it, and torch.compile passes it from the forward graph to the backward graph as data, so the ordering
+//     and lifetime need no Python-side bookkeeping.
+//
+// Per-rank tensors are stacked over the layer's local ranks: x is [L, T, H], expert_ids [L, T, k], the routed
+// weights [L, E/R, I, H], each shared expert's weights [L, I_s, H]; L = topology.num_local_ranks (1 with one
+// process per rank; the CPU reference and virtual ranks drive several). Shapes, dtypes, devices and strides are
+// checked by the C++ API (MoeLayer validates every view); its Status becomes a Python exception carrying the
+// message, which names the argument: kInvalidArgument a ValueError, kNotSupported a NotImplementedError, any
+// other code a RuntimeError. The binding checks only what it adds: the stacking and what a TensorView can hold.
+//
+// CUDA work runs on torch's current stream of the layer's device.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "mok/comm.hpp"
+#include "mok/mok.hpp"
+
+namespace mok::torch_binding {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors
+
+[[noreturn]] void raise(const char* op, const Status& status) {
+    const std::string text = std::string(op) + ": " + status.to_string();
+    switch (status.code()) {
+        case StatusCode::kInvalidArgument:
+            TORCH_CHECK_VALUE(false, text);
+        case StatusCode::kNotSupported:
+            TORCH_CHECK_NOT_IMPLEMENTED(false, text);
+        default:
+            TORCH_CHECK(false, text);
+    }
+}
+
+void check(const char* op, const Status& status) {
+    if (!status.is_ok()) {
+        raise(op, status);
+    }
+}
+
+[[noreturn]] void invalid(const char* op, const std::string& argument, const std::string& expected) {
+    raise(op, Status::invalid_argument(argument, expected));
+}
+
+std::string shape_text(const at::Tensor& t) {
+    std::string text = "[";
+    for (int64_t d = 0; d < t.dim(); ++d) {
+        text += (d == 0 ? "" : ", ") + std::to_string(t.size(d));
+    }
+    return text + "]";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tensors and devices
+
+c10::Device torch_device(const Device& device) {
+    if (device.type == DeviceType::kCuda) {
+        return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device.index)};
+    }
+    return {c10::DeviceType::CPU};
+}
+
+// The view of `t` that the C++ API validates; what a TensorView cannot describe at all is the binding's error.
+TensorView to_view(const char* op, const std::string& name, const at::Tensor& t) {
+    TensorView view;
+    switch (t.scalar_type()) {
+        case at::kBFloat16:
+            view.dtype = DType::kBF16;
+            break;
+        case at::kFloat:
+            view.dtype = DType::kF32;
+            break;
+        case at::kInt:
+            view.dtype = DType::kI32;
+            break;
+        default:
+            invalid(op, name,
+                    std::string("a bfloat16, float32 or int32 tensor (the dtypes mok takes), got torch.") +
+                        std::string(c10::getDtypeNames(t.scalar_type()).first));
+    }
+    if (t.layout() != at::kStrided) {
+        invalid(op, name, "a dense (strided) tensor, got layout " + c10::str(t.layout()));
+    }
+    if (t.is_cuda()) {
+        view.device = Device::cuda(t.get_device());
+    } else if (!t.is_cpu()) {
+        invalid(op, name, "a tensor on the CPU or a CUDA device, got one on " + t.device().str());
+    }
+    if (t.dim() > TensorView::kMaxRank) {
+        invalid(op, name,
+                "at most " + std::to_string(TensorView::kMaxRank) + " dimensions per rank, got " + shape_text(t));
+    }
+    view.data = t.data_ptr();
+    view.rank = static_cast<int>(t.dim());
+    for (int d = 0; d < view.rank; ++d) {
+        view.shape[d] = t.size(d);
+        view.stride[d] = t.stride(d);
+    }
+    return view;
+}
+
+// Tensors stacked over the local ranks: [L, ...], one entry per local rank.
+class Stacked {
+  public:
+    Stacked(const char* op, int64_t num_local_ranks) : op_(op), num_local_ranks_(num_local_ranks) {}
+
+    // Entry `rank` of `t`, after checking that `t` has one entry per local rank.
+    TensorView view(const std::string& name, const at::Tensor& t, int64_t rank) const {
+        if (t.dim() < 1 || t.size(0) != num_local_ranks_) {
+            invalid(op_, name,
+                    "a leading local-rank dimension of " + std::to_string(num_local_ranks_) +
+                        " (tensors are stacked over the layer's local ranks), got shape " + shape_text(t));
+        }
+        return to_view(op_, name, t.select(0, rank));
+    }
+
+  private:
+    const char* op_;
+    int64_t num_local_ranks_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The registry
+
+// Layers share a workspace when they run on the same backend, device and communicator, and when they agree on
+// what a CUDA workspace lays its persistent transport state out for (CudaWorkspace::bind): the token count,
+// hidden size, top-k, local experts and topology. Within a key the workspace grows to the largest layer.
+struct WorkspaceKey {
+    Backend backend;
+    DeviceType device_type;
+    int device_index;
+    const Communicator* communicator;
+    int64_t tokens;
+    int64_t hidden;
+    int64_t top_k;
+    int64_t num_local_experts;
+    int ep_size;
+    int first_local_rank;
+    int num_local_ranks;
+
+    static WorkspaceKey of(const LayerOptions& o) {
+        const Topology& t = o.topology;
+        return {o.backend,
+                o.device.type,
+                o.device.index,
+                o.communicator.get(),
+                o.shape.tokens_per_rank,
+                o.shape.hidden,
+                o.shape.top_k,
+                t.num_local_experts(o.shape),
+                t.ep_size,
+                t.first_local_rank,
+                t.num_local_ranks};
+    }
+    auto operator<=>(const WorkspaceKey&) const = default;
+};
+
+struct Slot {
+    std::unique_ptr<ForwardContext> context;  // null after release_contexts; remade on the next use
+    bool in_use = false;
+    // The use's number, unique in the process, so that a context tensor outliving its use (a copy of it) is
+    // refused, even after its layer object was remade.
+    int64_t generation = 0;
+};
+
+// The MoeLayer of one token count.
+struct Instance {
+    std::unique_ptr<MoeLayer> layer;
+    std::shared_ptr<Workspace> workspace;  // the workspace it was made with
+    std::vector<Slot> slots;
+
+    bool in_flight() const {
+        return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.in_use; });
+    }
+};
+
+struct LayerEntry {
+    LayerOptions options;  // shape.tokens_per_rank is each instance's own
+    std::map<int64_t, Instance> instances;
+};
+
+// What a context tensor holds.
+struct ContextRef {
+    int64_t layer = 0;
+    int64_t tokens = 0;
+    int64_t slot = 0;
+    int64_t generation = 0;
+};
+constexpr int64_t kContextFields = 4;
+
+class Registry {
+  public:
+    // Never destroyed: context tensors may be freed during interpreter shutdown, after static destructors ran.
+    static Registry& get() {
+        static auto* registry = new Registry;
+        return *registry;
+    }
+
+    // Recursive: a context tensor freed while an op holds the lock (an op that fails after taking a slot) releases
+    // its slot from inside that op.
+    std::recursive_mutex mutex;
+
+    int64_t add_layer(const LayerOptions& options) {
+        const int64_t id = next_id_++;
+        layers_[id].options = options;
+        return id;
+    }
+    void remove_layer(int64_t id) { layers_.erase(id); }
+
+    LayerEntry& layer(const char* op, int64_t id) {
+        auto it = layers_.find(id);
+        if (it == layers_.end()) {
+            invalid(op, "layer", "the id of a live mok layer (made by mok::create_layer), got " + std::to_string(id));
+        }
+        return it->second;
+    }
+
+    int64_t add_communicator(std::shared_ptr<Communicator> communicator) {
+        const int64_t id = next_id_++;
+        communicators_[id] = std::move(communicator);
+        return id;
+    }
+    void remove_communicator(int64_t id) { communicators_.erase(id); }
+
+    std::shared_ptr<Communicator> communicator(const char* op, int64_t id) {
+        auto it = communicators_.find(id);
+        if (it == communicators_.end()) {
+            invalid(op, "communicator",
+                    "0 (none) or the id of a live communicator (made by mok::create_communicator), got " +
+                        std::to_string(id));
+        }
+        return it->second;
+    }
+
+    // The layer's MoeLayer for `tokens` tokens per rank, made (and the shared workspace grown) when needed.
+    Instance& instance(const char* op, LayerEntry& entry, int64_t tokens) {
+        LayerOptions options = entry.options;
+        options.shape.tokens_per_rank = tokens;
+        size_t bytes = 0;
+        check(op, MoeLayer::workspace_bytes(options, &bytes));
+        std::shared_ptr<Workspace>& shared = workspaces_[WorkspaceKey::of(options)];
+        if (shared == nullptr || shared->bytes() < bytes) {
+            std::shared_ptr<Workspace> grown;
+            check(op, Workspace::create(options.backend, options.device,
+                                        std::max(bytes, shared == nullptr ? size_t{0} : shared->bytes()),
+                                        options.communicator, &grown));
+            if (shared != nullptr && options.communicator != nullptr) {
+                // Freeing a workspace registered with a communicator is collective, and the one replaced here
+                // would go with its last layer, at a moment Python's garbage collector picks on each rank.
+                retired_.push_back(shared);
+            }
+            shared = std::move(grown);
+        }
+        auto it = entry.instances.find(tokens);
+        if (it != entry.instances.end() && it->second.workspace != shared && !it->second.in_flight()) {
+            // Its contexts belong to the old layer object: they go with it.
+            entry.instances.erase(it);
+            it = entry.instances.end();
+        }
+        if (it == entry.instances.end()) {
+            Instance made;
+            check(op, MoeLayer::create(options, shared, &made.layer));
+            made.workspace = shared;
+            it = entry.instances.emplace(tokens, std::move(made)).first;
+        }
+        return it->second;
+    }
+
+    // A free context of `instance`, marked in use, and the tensor that names it; freeing the tensor returns the
+    // context to the pool.
+    std::pair<at::Tensor, ForwardContext*> acquire(const char* op, int64_t layer_id, int64_t tokens,
+                                                   Instance& instance) {
+        auto free = std::find_if(instance.slots.begin(), instance.slots.end(), [](const Slot& s) { return !s.in_use; });
+        if (free == instance.slots.end()) {
+            free = instance.slots.emplace(instance.slots.end());
+        }
+        if (free->context == nullptr) {
+            check(op, instance.layer->create_context(&free->context));
+        }
+        free->in_use = true;
+        free->generation = ++last_generation_;
+        const ContextRef ref{layer_id, tokens, free - instance.slots.begin(), free->generation};
+        auto* data = new int64_t[kContextFields]{ref.layer, ref.tokens, ref.slot, ref.generation};
+        at::Tensor tensor = at::from_blob(
+            data, {kContextFields},
+            [ref](void* p) {
+                delete[] static_cast<int64_t*>(p);
+                Registry::get().release(ref);
+            },
+            at::TensorOptions().dtype(at::kLong));
+        return {std::move(tensor), free->context.get()};
+    }
+
+    // The context that `context` (a tensor from acquire) names, which must be in use by layer `layer_id`.
+    ForwardContext& context(const char* op, int64_t layer_id, LayerEntry& entry, const at::Tensor& context,
+                            Instance** instance_out) {
+        const std::string expected =
+            "the context tensor that mok::forward or mok::recompute_forward of this layer returned";
+        if (!context.defined() || !context.is_cpu() || context.scalar_type() != at::kLong ||
+            context.numel() != kContextFields || !context.is_contiguous()) {
+            invalid(op, "context", expected + ", got a tensor of shape " + shape_text(context));
+        }
+        const int64_t* data = context.data_ptr<int64_t>();
+        const ContextRef ref{data[0], data[1], data[2], data[3]};
+        if (ref.layer != layer_id) {
+            invalid(op, "context", expected + ", got one of layer " + std::to_string(ref.layer));
+        }
+        auto it = entry.instances.find(ref.tokens);
+        if (it == entry.instances.end() || ref.slot < 0 || ref.slot >= static_cast<int64_t>(it->second.slots.size())) {
+            invalid(op, "context", expected + ", got one this layer never made");
+        }
+        Slot& slot = it->second.slots[ref.slot];
+        if (!slot.in_use || slot.generation != ref.generation) {
+            invalid(op, "context",
+                    expected + ", got one whose context was released (a copy of the tensor outlived the original)");
+        }
+        *instance_out = &it->second;
+        return *slot.context;
+    }
+
+    void release(const ContextRef& ref) {
+        const std::lock_guard lock(mutex);
+        auto layer = layers_.find(ref.layer);
+        if (layer == layers_.end()) {
+            return;
+        }
+        auto instance = layer->second.instances.find(ref.tokens);
+        if (instance == layer->second.instances.end()) {
+            return;
+        }
+        std::vector<Slot>& slots = instance->second.slots;
+        if (ref.slot < static_cast<int64_t>(slots.size()) && slots[ref.slot].generation == ref.generation) {
+            slots[ref.slot].in_use = false;
+        }
+    }
+
+    // Frees the pooled contexts that no forward is using.
+    void release_free_contexts(LayerEntry& entry) {
+        for (auto& [tokens, instance] : entry.instances) {
+            for (Slot& slot : instance.slots) {
+                if (!slot.in_use) {
+                    slot.context.reset();
+                }
+            }
+        }
+    }
+
+  private:
+    Registry() = default;
+
+    int64_t next_id_ = 1;  // 0 means "none" where an id is optional
+    std::map<int64_t, LayerEntry> layers_;
+    std::map<int64_t, std::shared_ptr<Communicator>> communicators_;
+    std::map<WorkspaceKey, std::shared_ptr<Workspace>> workspaces_;
+    std::vector<std::shared_ptr<Workspace>> retired_;  // replaced, kept for the process's lifetime
+    int64_t last_generation_ = 0;
+};
+
+// The current stream of the layer's device, and that device made current, for the duration of one call.
+class DeviceScope {
+  public:
+    explicit DeviceScope(const Device& device) {
+        if (device.type == DeviceType::kCuda) {
+            const c10::Device cuda = torch_device(device);
+            guard_.emplace(cuda);
+            stream_ = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(cuda).native_handle();
+        }
+    }
+    void* stream() const { return stream_; }
+
+  private:
+    std::optional<c10::DeviceGuard> guard_;
+    void* stream_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Arguments
+
+// The inputs every compute op takes, stacked over the local ranks.
+struct StackedInputs {
+    const at::Tensor& x;               // [L, T, H] bf16
+    const at::Tensor& expert_ids;      // [L, T, k] int32
+    const at::Tensor& router_weights;  // [L, T, k] fp32
+    const at::Tensor& expert_gate;     // [L, E/R, I, H] bf16
+    const at::Tensor& expert_up;       // [L, E/R, I, H] bf16
+    const at::Tensor& expert_down;     // [L, E/R, H, I] bf16
+    at::TensorList shared;             // (gate [L, I_s, H], up [L, I_s, H], down [L, H, I_s]) per shared expert
+};
+
+std::string item(const char* list, size_t i) {
+    return std::string(list) + "[" + std::to_string(i) + "]";
+}
+
+void check_triples(const char* op, const char* name, at::TensorList list) {
+    if (list.size() % 3 != 0) {
+        invalid(op, name,
+                "(gate, up, down) for each shared expert, a multiple of 3 tensors, got " + std::to_string(list.size()));
+    }
+}
+
+// T, from x ([L, T, H]): it picks the MoeLayer, whose validation then checks every other size.
+int64_t tokens_of(const char* op, const LayerEntry& entry, const at::Tensor& x) {
+    if (x.dim() != 3) {
+        invalid(op, "x",
+                "[L, T, H] with L = " + std::to_string(entry.options.topology.num_local_ranks) +
+                    " local ranks, got shape " + shape_text(x));
+    }
+    return x.size(1);
+}
+
+std::vector<RankInputs> rank_inputs(const char* op, const LayerEntry& entry, const StackedInputs& in) {
+    const int64_t num_local_ranks = entry.options.topology.num_local_ranks;
+    const Stacked stacked(op, num_local_ranks);
+    check_triples(op, "shared", in.shared);
+    std::vector<RankInputs> ranks(num_local_ranks);
+    for (int64_t r = 0; r < num_local_ranks; ++r) {
+        RankInputs& rank = ranks[r];
+        rank.x = stacked.view("x", in.x, r);
+        rank.expert_ids = stacked.view("expert_ids", in.expert_ids, r);
+        rank.router_weights = stacked.view("router_weights", in.router_weights, r);
+        rank.experts = {stacked.view("expert_gate", in.expert_gate, r), stacked.view("expert_up", in.expert_up, r),
+                        stacked.view("expert_down", in.expert_down, r)};
+        for (size_t i = 0; i < in.shared.size(); i += 3) {
+            rank.shared.push_back({stacked.view(item("shared", i), in.shared[i], r),
+                                   stacked.view(item("shared", i + 1), in.shared[i + 1], r),
+                                   stacked.view(item("shared", i + 2), in.shared[i + 2], r)});
+        }
+    }
+    return ranks;
+}
+
+at::TensorOptions output_options(const LayerEntry& entry, at::ScalarType dtype) {
+    return at::TensorOptions().dtype(dtype).device(torch_device(entry.options.device));
+}
+
+// Weight-gradient tensors shaped like the weights: routed [L, E/R, I, H] x2 and [L, E/R, H, I], then each shared
+// expert's [L, I_s, H] x2 and [L, H, I_s].
+std::vector<at::Tensor> weight_grads(const LayerEntry& entry, at::ScalarType dtype) {
+    const LayerShape& s = entry.options.shape;
+    const int64_t num_local_ranks = entry.options.topology.num_local_ranks;
+    const int64_t local_experts = entry.options.topology.num_local_experts(s);
+    const at::TensorOptions options = output_options(entry, dtype);
+    std::vector<at::Tensor> grads = {at::empty({num_local_ranks, local_experts, s.expert_width, s.hidden}, options),
+                                     at::empty({num_local_ranks, local_experts, s.expert_width, s.hidden}, options),
+                                     at::empty({num_local_ranks, local_experts, s.hidden, s.expert_width}, options)};
+    for (const int64_t width : s.shared_expert_widths) {
+        grads.push_back(at::empty({num_local_ranks, width, s.hidden}, options));
+        grads.push_back(at::empty({num_local_ranks, width, s.hidden}, options));
+        grads.push_back(at::empty({num_local_ranks, s.hidden, width}, options));
+    }
+    return grads;
+}
+
+// One rank's BackwardArgs from the stacked outputs; `grads` as weight_grads lays them out.
+BackwardArgs backward_args(const Stacked& stacked, int64_t r, const at::Tensor& dy, const at::Tensor& dx,
+                           const at::Tensor& d_router_weights, const std::vector<at::Tensor>& grads,
+                           const std::vector<std::string>& grad_names, GradMode mode) {
+    BackwardArgs a;
+    a.dy = stacked.view("dy", dy, r);
+    a.dx = stacked.view("dx", dx, r);
+    a.d_router_weights = stacked.view("d_router_weights", d_router_weights, r);
+    a.d_experts = {stacked.view(grad_names[0], grads[0], r), stacked.view(grad_names[1], grads[1], r),
+                   stacked.view(grad_names[2], grads[2], r)};
+    for (size_t i = 3; i + 2 < grads.size(); i += 3) {
+        a.d_shared.push_back({stacked.view(grad_names[i], grads[i], r),
+                              stacked.view(grad_names[i + 1], grads[i + 1], r),
+                              stacked.view(grad_names[i + 2], grads[i + 2], r)});
+    }
+    a.grad_mode = mode;
+    return a;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Compute ops
+
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& expert_ids,
+                                           const at::Tensor& router_weights, const at::Tensor& expert_gate,
+                                           const at::Tensor& expert_up, const at::Tensor& expert_down,
+                                           at::TensorList shared, int64_t layer) {
+    constexpr const char* kOp = "mok::forward";
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerEntry& entry = registry.layer(kOp, layer);
+    const int64_t tokens = tokens_of(kOp, entry, x);
+    const StackedInputs in{x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared};
+    const std::vector<RankInputs> inputs = rank_inputs(kOp, entry, in);
+    Instance& instance = registry.instance(kOp, entry, tokens);
+    auto [context, ctx] = registry.acquire(kOp, layer, tokens, instance);
+
+    const LayerShape& s = entry.options.shape;
+    const int64_t num_local_ranks = entry.options.topology.num_local_ranks;
+    at::Tensor y = at::empty({num_local_ranks, tokens, s.hidden}, output_options(entry, at::kBFloat16));
+    const Stacked stacked(kOp, num_local_ranks);
+    std::vector<ForwardArgs> args(num_local_ranks);
+    for (int64_t r = 0; r < num_local_ranks; ++r) {
+        args[r].inputs = inputs[r];
+        args[r].y = stacked.view("y", y, r);
+    }
+    const DeviceScope scope(entry.options.device);
+    check(kOp, instance.layer->forward(args, ctx, scope.stream()));
+    return {y, context};
+}
+
+at::Tensor recompute_forward(const at::Tensor& x, const at::Tensor& expert_ids, const at::Tensor& router_weights,
+                             const at::Tensor& expert_gate, const at::Tensor& expert_up, const at::Tensor& expert_down,
+                             at::TensorList shared, int64_t layer) {
+    constexpr const char* kOp = "mok::recompute_forward";
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerEntry& entry = registry.layer(kOp, layer);
+    const int64_t tokens = tokens_of(kOp, entry, x);
+    const StackedInputs in{x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared};
+    const std::vector<RankInputs> inputs = rank_inputs(kOp, entry, in);
+    Instance& instance = registry.instance(kOp, entry, tokens);
+    auto [context, ctx] = registry.acquire(kOp, layer, tokens, instance);
+    const DeviceScope scope(entry.options.device);
+    check(kOp, instance.layer->recompute_forward(inputs, ctx, scope.stream()));
+    return context;
+}
+
+// The backward shared by both gradient modes, with the registry locked: `grads` receive the weight gradients
+// (fresh bf16 tensors, or the caller's fp32 main_grads), named `grad_names` in errors.
+std::tuple<at::Tensor, at::Tensor> run_backward(const char* op, Registry& registry, LayerEntry& entry, int64_t layer,
+                                                const at::Tensor& dy, const StackedInputs& in,
+                                                const std::vector<at::Tensor>& grads,
+                                                const std::vector<std::string>& grad_names, GradMode mode,
+                                                const at::Tensor& context) {
+    const std::vector<RankInputs> inputs = rank_inputs(op, entry, in);
+    Instance* instance = nullptr;
+    const ForwardContext& ctx = registry.context(op, layer, entry, context, &instance);
+
+    const LayerShape& s = entry.options.shape;
+    const int64_t num_local_ranks = entry.options.topology.num_local_ranks;
+    const int64_t tokens = instance->layer->options().shape.tokens_per_rank;
+    at::Tensor dx = at::empty({num_local_ranks, tokens, s.hidden}, output_options(entry, at::kBFloat16));
+    at::Tensor d_router_weights = at::empty({num_local_ranks, tokens, s.top_k}, output_options(entry, at::kFloat));
+    const Stacked stacked(op, num_local_ranks);
+    std::vector<BackwardArgs> args;
+    for (int64_t r = 0; r < num_local_ranks; ++r) {
+        args.push_back(backward_args(stacked, r, dy, dx, d_router_weights, grads, grad_names, mode));
+    }
+    const DeviceScope scope(entry.options.device);
+    check(op, instance->layer->backward(inputs, args, ctx, scope.stream()));
+    return {dx, d_router_weights};
+}
+
+std::vector<std::string> grad_names(const char* routed_prefix, const char* shared_list, size_t num_grads) {
+    std::vector<std::string> names = {std::string(routed_prefix) + "gate", std::string(routed_prefix) + "up",
+                                      std::string(routed_prefix) + "down"};
+    for (size_t i = 0; i + 3 < num_grads; ++i) {
+        names.push_back(item(shared_list, i));
+    }
+    return names;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> backward(
+    const at::Tensor& dy, const at::Tensor& x, const at::Tensor& expert_ids, const at::Tensor& router_weights,
+    const at::Tensor& expert_gate, const at::Tensor& expert_up, const at::Tensor& expert_down, at::TensorList shared,
+    int64_t layer, const at::Tensor& context) {
+    constexpr const char* kOp = "mok::backward";
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerEntry& entry = registry.layer(kOp, layer);
+    const StackedInputs in{x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared};
+    const std::vector<at::Tensor> grads = weight_grads(entry, at::kBFloat16);
+    auto [dx, d_router_weights] =
+        run_backward(kOp, registry, entry, layer, dy, in, grads, grad_names("d_expert_", "d_shared", grads.size()),
+                     GradMode::kFresh, context);
+    std::vector<at::Tensor> d_shared(grads.begin() + 3, grads.end());
+    return {dx, d_router_weights, grads[0], grads[1], grads[2], std::move(d_shared)};
+}
+
+std::tuple<at::Tensor, at::Tensor> backward_accumulate(
+    const at::Tensor& dy, const at::Tensor& x, const at::Tensor& expert_ids, const at::Tensor& router_weights,
+    const at::Tensor& expert_gate, const at::Tensor& expert_up, const at::Tensor& expert_down, at::TensorList shared,
+    const at::Tensor& main_grad_expert_gate, const at::Tensor& main_grad_expert_up,
+    const at::Tensor& main_grad_expert_down, at::TensorList main_grad_shared, int64_t layer,
+    const at::Tensor& context) {
+    constexpr const char* kOp = "mok::backward_accumulate";
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerEntry& entry = registry.layer(kOp, layer);
+    check_triples(kOp, "main_grad_shared", main_grad_shared);
+    const StackedInputs in{x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared};
+    std::vector<at::Tensor> grads = {main_grad_expert_gate, main_grad_expert_up, main_grad_expert_down};
+    grads.insert(grads.end(), main_grad_shared.begin(), main_grad_shared.end());
+    return run_backward(kOp, registry, entry, layer, dy, in, grads,
+                        grad_names("main_grad_expert_", "main_grad_shared", grads.size()), GradMode::kAccumulate,
+                        context);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Layers, communicators, synchronisation
+
+Backend parse_backend(const char* op, const std::string& backend) {
+    if (backend == "cpu") {
+        return Backend::kCpuReference;
+    }
+    if (backend == "cuda") {
+        return Backend::kCuda;
+    }
+    invalid(op, "backend", "'cpu' (the CPU reference) or 'cuda', got '" + backend + "'");
+}
+
+Device parse_device(const char* op, const c10::Device& device) {
+    if (device.is_cpu()) {
+        return Device::cpu();
+    }
+    if (device.is_cuda() && device.has_index()) {
+        return Device::cuda(device.index());
+    }
+    invalid(op, "device", "'cpu' or a CUDA device with its index ('cuda:0'), got '" + device.str() + "'");
+}
+
+int64_t create_layer(int64_t hidden, int64_t expert_width, int64_t num_experts, int64_t top_k,
+                     std::vector<int64_t> shared_expert_widths, int64_t ep_size, int64_t first_local_rank,
+                     int64_t num_local_ranks, int64_t num_comm_sms_forward, int64_t num_comm_sms_backward,
+                     int64_t minibatch_rows, int64_t ring_rows, double schedule_capacity_factor,
+                     int64_t peer_timeout_ms, const std::string& backend, c10::Device device, int64_t communicator) {
+    constexpr const char* kOp = "mok::create_layer";
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerOptions options;
+    // T is each call's; 1 stands in for it so that validation checks everything else now.
+    options.shape = {1, hidden, expert_width, num_experts, top_k, std::move(shared_expert_widths)};
+    options.topology = {static_cast<int>(ep_size), static_cast<int>(first_local_rank),
+                        static_cast<int>(num_local_ranks)};
+    options.config.num_comm_sms_forward = static_cast<int>(num_comm_sms_forward);
+    options.config.num_comm_sms_backward = static_cast<int>(num_comm_sms_backward);
+    options.config.minibatch_rows = minibatch_rows;
+    options.config.ring_rows = ring_rows;
+    options.config.schedule_capacity_factor = schedule_capacity_factor;
+    options.config.peer_timeout_ms = peer_timeout_ms;
+    options.backend = parse_backend(kOp, backend);
+    options.device = parse_device(kOp, device);
+    if (communicator != 0) {
+        options.communicator = registry.communicator(kOp, communicator);
+    }
+    check(kOp, MoeLayer::validate(options));
+    return registry.add_layer(options);
+}
+
+void destroy_layer(int64_t layer) {
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    registry.remove_layer(layer);
+}
+
+void release_contexts(int64_t layer) {
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    registry.release_free_contexts(registry.layer("mok::release_contexts", layer));
+}
+
+void synchronize(int64_t layer) {
+    constexpr const char* kOp = "mok::synchronize";
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerEntry& entry = registry.layer(kOp, layer);
+    const DeviceScope scope(entry.options.device);
+    // Every MoeLayer reports (and clears) its own failures; the first one is raised after all are cleared.
+    Status first;
+    for (auto& [tokens, instance] : entry.instances) {
+        const Status status = instance.layer->synchronize(scope.stream());
+        if (first.is_ok() && !status.is_ok()) {
+            first = status;
+        }
+    }
+    check(kOp, first);
+}
+
+std::tuple<int64_t, int64_t, int64_t, int64_t, double, int64_t> default_config() {
+    const Config c;
+    return std::make_tuple(int64_t{c.num_comm_sms_forward}, int64_t{c.num_comm_sms_backward}, c.minibatch_rows,
+                           c.ring_rows, c.schedule_capacity_factor, c.peer_timeout_ms);
+}
+
+at::Tensor make_unique_id() {
+    CommUniqueId id;
+    check("mok::make_unique_id", Communicator::make_unique_id(&id));
+    at::Tensor bytes = at::empty({static_cast<int64_t>(CommUniqueId::kBytes)}, at::kByte);
+    std::copy(id.bytes.begin(), id.bytes.end(), bytes.data_ptr<uint8_t>());
+    return bytes;
+}
+
+int64_t create_communicator(const at::Tensor& unique_id, int64_t rank, int64_t num_ranks, int64_t device) {
+    constexpr const char* kOp = "mok::create_communicator";
+    if (!unique_id.is_cpu() || unique_id.scalar_type() != at::kByte || unique_id.dim() != 1 ||
+        unique_id.numel() != static_cast<int64_t>(CommUniqueId::kBytes) || !unique_id.is_contiguous()) {
+        invalid(kOp, "unique_id",
+                "the " + std::to_string(CommUniqueId::kBytes) +
+                    "-byte CPU uint8 tensor that mok::make_unique_id returned on rank 0, got shape " +
+                    shape_text(unique_id));
+    }
+    CommUniqueId id;
+    std::copy_n(unique_id.data_ptr<uint8_t>(), CommUniqueId::kBytes, id.bytes.begin());
+    std::shared_ptr<Communicator> communicator;
+    check(kOp, Communicator::create(id, static_cast<int>(rank), static_cast<int>(num_ranks), static_cast<int>(device),
+                                    &communicator));
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    return registry.add_communicator(std::move(communicator));
+}
+
+void destroy_communicator(int64_t communicator) {
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    registry.remove_communicator(communicator);
+}
+
+void register_compute_kernels(torch::Library& m) {
+    m.impl("forward", TORCH_FN(forward));
+    m.impl("recompute_forward", TORCH_FN(recompute_forward));
+    m.impl("backward", TORCH_FN(backward));
+    m.impl("backward_accumulate", TORCH_FN(backward_accumulate));
+}
+
+}  // namespace
+}  // namespace mok::torch_binding
+
+TORCH_LIBRARY(mok, m) {
+    using namespace mok::torch_binding;
+    // The fake (shape-only) kernels that torch.compile traces with are Python's.
+    m.set_python_module("mok.ops");
+
+    // The layer, stacked over its L local ranks (see the top of this file).
+    m.def(
+        "forward(Tensor x, Tensor expert_ids, Tensor router_weights, Tensor expert_gate, Tensor expert_up, "
+        "Tensor expert_down, Tensor[] shared, int layer) -> (Tensor y, Tensor context)");
+    m.def(
+        "recompute_forward(Tensor x, Tensor expert_ids, Tensor router_weights, Tensor expert_gate, "
+        "Tensor expert_up, Tensor expert_down, Tensor[] shared, int layer) -> Tensor context");
+    m.def(
+        "backward(Tensor dy, Tensor x, Tensor expert_ids, Tensor router_weights, Tensor expert_gate, "
+        "Tensor expert_up, Tensor expert_down, Tensor[] shared, int layer, Tensor context) -> (Tensor dx, "
+        "Tensor d_router_weights, Tensor d_expert_gate, Tensor d_expert_up, Tensor d_expert_down, "
+        "Tensor[] d_shared)");
+    m.def(
+        "backward_accumulate(Tensor dy, Tensor x, Tensor expert_ids, Tensor router_weights, Tensor expert_gate, "
+        "Tensor expert_up, Tensor expert_down, Tensor[] shared, Tensor(a!) main_grad_expert_gate, "
+        "Tensor(b!) main_grad_expert_up, Tensor(c!) main_grad_expert_down, Tensor(d!)[] main_grad_shared, "
+        "int layer, Tensor context) -> (Tensor dx, Tensor d_router_weights)");
+
+    // Layers and communicators, made once from Python, outside any traced region.
+    m.def(
+        "create_layer(int hidden, int expert_width, int num_experts, int top_k, int[] shared_expert_widths, "
+        "int ep_size, int first_local_rank, int num_local_ranks, int num_comm_sms_forward, "
+        "int num_comm_sms_backward, int minibatch_rows, int ring_rows, float schedule_capacity_factor, "
+        "int peer_timeout_ms, str backend, Device device, int communicator) -> int",
+        TORCH_FN(create_layer));
+    m.def("destroy_layer(int layer) -> ()", TORCH_FN(destroy_layer));
+    m.def("release_contexts(int layer) -> ()", TORCH_FN(release_contexts));
+    m.def("synchronize(int layer) -> ()", TORCH_FN(synchronize));
+    m.def("default_config() -> (int, int, int, int, float, int)", TORCH_FN(default_config));
+    m.def("make_unique_id() -> Tensor", TORCH_FN(make_unique_id));
+    m.def("create_communicator(Tensor unique_id, int rank, int num_ranks, int device) -> int",
+          TORCH_FN(create_communicator));
+    m.def("destroy_communicator(int communicator) -> ()", TORCH_FN(destroy_communicator));
+}
+
+TORCH_LIBRARY_IMPL(mok, CPU, m) {
+    mok::torch_binding::register_compute_kernels(m);
+}
+
+TORCH_LIBRARY_IMPL(mok, CUDA, m) {
+    mok::torch_binding::register_compute_kernels(m);
+}

@@ -1,0 +1,320 @@
+#include "host/cuda/layer_steps.hpp"
+
+#include <string>
+#include <utility>
+
+#include "device/comm/transport_launch.hpp"
+#include "device/layer/row_gate.hpp"
+#include "host/comm/transport_memory.hpp"
+#include "host/cuda/expert_gemms.hpp"
+#include "host/cuda/layer_buffers.hpp"
+
+namespace mok::cuda {
+namespace {
+
+using layout::RingId;
+using layout::TransportPass;
+
+// Dispatch and push blocks per rank when Config leaves it to mok: the copy kernels fill NVLink at 12-16 SMs.
+constexpr int32_t kDefaultCommBlocks = 16;
+constexpr uint64_t kNanosPerMilli = 1'000'000;
+constexpr int64_t kBf16Bytes = 2;
+
+int32_t comm_blocks(int configured) {
+    return configured > 0 ? configured : kDefaultCommBlocks;
+}
+
+Status cuda_status(cudaError_t error, const char* what) {
+    if (error != cudaSuccess) {
+        return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
+    }
+    return Status::ok();
+}
+
+// Elements between rows of a [rows, cols] view; a one-row view's stride is free (never stepped), so its width.
+int64_t row_stride(const TensorView& view) {
+    return view.shape[0] > 1 ? view.stride[0] : view.shape[1];
+}
+
+template <typename T>
+T* as(const TensorView& view) {
+    return static_cast<T*>(view.data);
+}
+
+template <typename Peers>
+class StepsImpl final : public LayerSteps {
+  public:
+    StepsImpl(const StepsSetup& setup, std::vector<Peers> peers);
+
+    Status forward(std::span<const RankInputs* const> inputs, std::span<const TensorView* const> y,
+                   const CudaContext& context, cudaStream_t stream) override;
+    Status backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args, const CudaContext& context,
+                    cudaStream_t stream) override;
+    std::vector<DeviceStatus*> status_records() const override;
+
+  private:
+    int32_t num_ranks() const { return dims_.num_local_ranks; }
+    int32_t rank_of(int32_t local) const { return dims_.first_local_rank + local; }
+    char* window(int32_t local) const { return base_ + layout_.window_offset(local); }
+    uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.peer_timeout_ms) * kNanosPerMilli; }
+
+    comm::LaunchGroup<Peers> launch_group(const CudaContext& context) const;
+    layer::RowGateLaunch row_gate(const CudaContext& context, bool gather_weights) const;
+    RankGemms rank_gemms(int32_t local, const CudaContext& context, cudaStream_t stream) const;
+    // Copies each rank's own [T, H] rows into its window (and, with shared experts, into its dense scratch).
+    Status stage(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
+
+    LayerDims dims_;
+    Config config_;
+    WorkspaceLayout layout_;
+    layout::LocalLayout local_layout_;  // the plan shape the transport's launches read; its buffers are bound
+                                        // per call (plan in the context, rings and flags in the workspace)
+    char* base_;
+    const LayerConstants* constants_;
+    std::vector<Peers> peers_;
+    std::vector<layout::LocalBuffers> state_;  // per rank: its persistent local block (RankStateLayout)
+    std::vector<ScratchBuffers> scratch_;
+};
+
+template <typename Peers>
+StepsImpl<Peers>::StepsImpl(const StepsSetup& setup, std::vector<Peers> peers)
+    : dims_(setup.dims),
+      config_(setup.config),
+      layout_(setup.layout),
+      local_layout_(layout::LocalLayout::make(
+          setup.dims.plan_shape(setup.dims.first_local_rank, setup.config.minibatch_rows), setup.dims.hidden)),
+      base_(setup.workspace->base()),
+      constants_(setup.constants),
+      peers_(std::move(peers)) {
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        state_.push_back(layout::LocalBuffers::bind(layout_.state.local, base_ + layout_.state_offset(local)));
+        scratch_.push_back(ScratchBuffers::bind(layout_.scratch, base_ + layout_.scratch_offset(local)));
+    }
+}
+
+template <typename Peers>
+comm::LaunchGroup<Peers> StepsImpl<Peers>::launch_group(const CudaContext& context) const {
+    comm::LaunchGroup<Peers> g;
+    g.window = layout_.window;
+    g.local = local_layout_;
+    g.timeout_ns = timeout_ns();
+    g.num_ranks = num_ranks();
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        // The rank's persistent block, with the plan and the x rows in the context (the backward needs them after
+        // other layers have used the workspace) and the dy rows in the scratch.
+        layout::LocalBuffers b = state_[local];
+        const ContextBuffers c = context.buffers(local);
+        b.plan = c.plan;
+        b.ring_rows[static_cast<int32_t>(RingId::kTokens)] = reinterpret_cast<uint16_t*>(c.x_rows);
+        b.ring_rows[static_cast<int32_t>(RingId::kGrads)] = reinterpret_cast<uint16_t*>(scratch_[local].grad_rows);
+        g.ranks[local] = comm::RankEndpoint<Peers>{peers_[local], window(local), b};
+    }
+    return g;
+}
+
+template <typename Peers>
+layer::RowGateLaunch StepsImpl<Peers>::row_gate(const CudaContext& context, bool gather_weights) const {
+    layer::RowGateLaunch l;
+    l.window = layout_.window;
+    l.num_local_experts = dims_.num_local_experts;
+    l.tokens = dims_.tokens;
+    l.padded_tokens = dims_.padded_tokens;
+    l.capacity_rows = dims_.capacity_rows;
+    l.num_ranks = num_ranks();
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        const ContextBuffers c = context.buffers(local);
+        const ScratchBuffers& s = scratch_[local];
+        layer::RowGateRank& r = l.ranks[local];
+        r.status = state_[local].status;
+        r.rank = rank_of(local);
+        r.owner_padded_rows = c.plan.owner_padded_rows;
+        r.expert_rows = c.plan.expert_rows;
+        r.routed_rows = s.gate_rows + ScratchLayout::kGateRoutedRows;
+        r.routed_segment_rows = s.gate_segment_rows;
+        r.shared_rows = s.gate_rows + ScratchLayout::kGateSharedRows;
+        r.shared_segment_rows = s.gate_rows + ScratchLayout::kGateSharedSegmentRows;
+        if (gather_weights) {
+            r.row_source = c.plan.row_source;
+            r.window = window(local);
+            r.control = state_[local].control;
+            r.row_weight = c.row_weight;
+        }
+    }
+    return l;
+}
+
+template <typename Peers>
+RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context, cudaStream_t stream) const {
+    const ContextBuffers c = context.buffers(local);
+    const ScratchBuffers& s = scratch_[local];
+    const int32_t first_expert = rank_of(local) * dims_.num_local_experts;
+    RankGemms g;
+    g.launch.stream = stream;
+    g.launch.status = state_[local].status;
+    g.launch.rank = rank_of(local);
+    g.launch.timeout_ns = timeout_ns();
+    g.routed.groups = {s.gate_rows + ScratchLayout::kGateRoutedRows, c.plan.tile_expert,
+                       c.plan.segment_begin + first_expert, s.gate_segment_rows};
+    g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);
+    g.routed.num_experts = dims_.num_local_experts;
+    g.shared.groups = {s.gate_rows + ScratchLayout::kGateSharedRows, constants_->shared_tile_expert(),
+                       constants_->shared_segment_begin(), s.gate_rows + ScratchLayout::kGateSharedSegmentRows};
+    g.shared.capacity_rows = static_cast<int32_t>(dims_.padded_tokens);
+    g.shared.num_experts = 1;
+    g.hidden = static_cast<int32_t>(dims_.hidden);
+    g.width = static_cast<int32_t>(dims_.width);
+    g.shared_widths = dims_.shared_widths;
+    g.context = c;
+    g.scratch = s;
+    g.shared_row_weight = constants_->shared_row_weight();
+    return g;
+}
+
+template <typename Peers>
+Status StepsImpl<Peers>::stage(comm::SourceRows which, std::span<const TensorView* const> rows,
+                               cudaStream_t stream) const {
+    const layout::Region& region = which == comm::SourceRows::kTokens ? layout_.window.tokens : layout_.window.grads;
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        const TensorView& view = *rows[local];
+        MOK_RETURN_IF_ERROR(
+            comm::stage_rows(window(local), layout_.window, which, view.data, row_stride(view), stream));
+        if (dims_.num_shared() > 0) {
+            // The shared experts' GEMMs read whole 128-row tiles: a dense copy in scratch whose tail rows are
+            // never used as data (past the one segment's T rows).
+            const ScratchBuffers& s = scratch_[local];
+            void* dense = which == comm::SourceRows::kTokens ? static_cast<void*>(s.dense_x) : s.dense_dy;
+            MOK_RETURN_IF_ERROR(cuda_status(
+                cudaMemcpyAsync(dense, window(local) + region.offset, region.bytes, cudaMemcpyDeviceToDevice, stream),
+                "copying staged rows for the shared experts"));
+        }
+    }
+    return Status::ok();
+}
+
+template <typename Peers>
+Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std::span<const TensorView* const> y,
+                                 const CudaContext& context, cudaStream_t stream) {
+    const bool outputs = !y.empty();
+    const comm::LaunchGroup<Peers> group = launch_group(context);
+    std::vector<const TensorView*> x;
+    std::vector<comm::RankRouting> routing;
+    for (const RankInputs* in : inputs) {
+        x.push_back(&in->x);
+        routing.push_back({as<const int32_t>(in->expert_ids), as<const float>(in->router_weights)});
+    }
+    // The x rows go into the window before the exchange, whose route-ready flag also announces them.
+    MOK_RETURN_IF_ERROR(stage(comm::SourceRows::kTokens, x, stream));
+    MOK_RETURN_IF_ERROR(comm::enqueue_routing_exchange(group, routing.data(), stream));
+    MOK_RETURN_IF_ERROR(comm::enqueue_plan(group, stream));
+    const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
+    MOK_RETURN_IF_ERROR(comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream));
+    MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true), stream));
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        MOK_RETURN_IF_ERROR(forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
+    }
+    if (!outputs) {
+        // Nothing of the recompute waits for the peers after its dispatch (no push, no combine): the barrier
+        // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
+        return comm::enqueue_barrier(group, stream);
+    }
+    std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
+    std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        // No per-tile flags: the whole output is written before the push starts (stream order).
+        sources[local].out_rows = scratch_[local].out_rows;
+        sources[local].out_ring_rows = dims_.capacity_rows;
+        comm::CombineTarget& t = targets[local];
+        t.expert_ids = routing[local].expert_ids;
+        t.router_weights = routing[local].router_weights;
+        t.shared_rows = constants_->shared_rows(local);
+        t.num_shared = dims_.num_shared();
+        t.shared_row_stride = dims_.hidden;
+        t.out = as<uint16_t>(*y[local]);
+        t.out_row_stride = row_stride(*y[local]);
+    }
+    MOK_RETURN_IF_ERROR(comm::enqueue_push(group, TransportPass::kForward, sources.data(), blocks, stream));
+    return comm::enqueue_combine(group, TransportPass::kForward, targets.data(), stream);
+}
+
+template <typename Peers>
+Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args,
+                                  const CudaContext& context, cudaStream_t stream) {
+    const comm::LaunchGroup<Peers> group = launch_group(context);
+    std::vector<const TensorView*> dy;
+    std::vector<comm::RankRouting> routing;
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        dy.push_back(&args[local].dy);
+        routing.push_back({as<const int32_t>(inputs[local].expert_ids), as<const float>(inputs[local].router_weights)});
+    }
+    MOK_RETURN_IF_ERROR(stage(comm::SourceRows::kGrads, dy, stream));
+    if (dims_.num_shared() > 0) {
+        // The shared experts' dW_gate|up read x; the window's x rows may be another layer's by now.
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            const TensorView& x = inputs[local].x;
+            const auto row_bytes = static_cast<size_t>(dims_.hidden * kBf16Bytes);
+            MOK_RETURN_IF_ERROR(
+                cuda_status(cudaMemcpy2DAsync(scratch_[local].dense_x, row_bytes, x.data,
+                                              static_cast<size_t>(row_stride(x) * kBf16Bytes), row_bytes,
+                                              static_cast<size_t>(dims_.tokens), cudaMemcpyDeviceToDevice, stream),
+                            "copying x for the shared experts"));
+        }
+    }
+    // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no earlier
+    // pass used (another layer's backward may have run since this layer's forward). The barrier then stands in
+    // for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting exchange slots
+    // a slow rank's planner still reads (docs/layer.md, "Steps").
+    MOK_RETURN_IF_ERROR(comm::enqueue_routing_exchange(group, routing.data(), stream));
+    MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
+    MOK_RETURN_IF_ERROR(comm::enqueue_grads_announce(group, stream));
+    const int32_t blocks = comm_blocks(config_.num_comm_sms_backward);
+    MOK_RETURN_IF_ERROR(comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream));
+    MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false), stream));
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        MOK_RETURN_IF_ERROR(backward_gemms(rank_gemms(local, context, stream), inputs[local], args[local]));
+    }
+    std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
+    std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        sources[local].out_rows = scratch_[local].out_rows;
+        sources[local].out_ring_rows = dims_.capacity_rows;
+        sources[local].weight_grads = scratch_[local].d_row_weight;
+        comm::CombineTarget& t = targets[local];
+        t.expert_ids = routing[local].expert_ids;
+        t.router_weights = routing[local].router_weights;
+        t.shared_rows = constants_->shared_rows(local);
+        t.num_shared = dims_.num_shared();
+        t.shared_row_stride = dims_.hidden;
+        t.out = as<uint16_t>(args[local].dx);
+        t.out_row_stride = row_stride(args[local].dx);
+        t.weight_grads_out = as<float>(args[local].d_router_weights);
+    }
+    MOK_RETURN_IF_ERROR(comm::enqueue_push(group, TransportPass::kBackwardGrads, sources.data(), blocks, stream));
+    return comm::enqueue_combine(group, TransportPass::kBackwardGrads, targets.data(), stream);
+}
+
+template <typename Peers>
+std::vector<DeviceStatus*> StepsImpl<Peers>::status_records() const {
+    std::vector<DeviceStatus*> records;
+    for (const layout::LocalBuffers& s : state_) {
+        records.push_back(s.status);
+    }
+    return records;
+}
+
+}  // namespace
+
+std::unique_ptr<LayerSteps> make_virtual_steps(const StepsSetup& setup) {
+    std::vector<comm::VirtualPeers> peers;
+    for (int32_t rank = 0; rank < setup.dims.ep_size; ++rank) {
+        peers.push_back(
+            comm::VirtualPeers{setup.workspace->base(), setup.layout.window.window_bytes, rank, setup.dims.ep_size});
+    }
+    return std::make_unique<StepsImpl<comm::VirtualPeers>>(setup, std::move(peers));
+}
+
+std::unique_ptr<LayerSteps> make_nccl_steps(const StepsSetup& setup) {
+    return std::make_unique<StepsImpl<comm::NcclPeers>>(
+        setup, std::vector<comm::NcclPeers>{setup.workspace->nccl_window()->peers()});
+}
+
+}  // namespace mok::cuda
