@@ -8,6 +8,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=$(command -v "${PYTHON:-python3}")
 build=${MOK_PY_BUILD_DIR:-$root/build-py}
+# Absolute: pytest runs from python/, where a relative build folder would name another place.
+mkdir -p "$build"
+build=$(cd "$build" && pwd)
 jobs=${MOK_JOBS:-$(nproc)}
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DMOK_BUILD_PYTHON=ON -DMOK_BUILD_TESTS=OFF -DMOK_BUILD_BENCH=OFF
