@@ -112,19 +112,5 @@ int run(const CommonOptions& options) {
 
 int main(int argc, char** argv) {
     using namespace mok::bench;
-    try {
-        const CommonOptions options = parse_common_options(argc, argv);
-        if (options.help) {
-            ceilings::print_usage();
-            return 0;
-        }
-        if (!options.rest.empty()) {
-            std::fprintf(stderr, "mok-bench-ceilings: unknown flag '%s' (see --help)\n", options.rest.front().c_str());
-            return 2;
-        }
-        return ceilings::run(options);
-    } catch (const std::exception& error) {
-        std::fprintf(stderr, "mok-bench-ceilings: %s\n", error.what());
-        return 1;
-    }
+    return run_benchmark_main(argc, argv, "mok-bench-ceilings", ceilings::print_usage, ceilings::run);
 }

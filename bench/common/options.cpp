@@ -1,6 +1,8 @@
 #include "bench/common/options.hpp"
 
 #include <charconv>
+#include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <system_error>
 
@@ -62,6 +64,25 @@ std::string common_options_help() {
            "  --warmup N     untimed runs before the timed ones\n"
            "  --reps N       timed repetitions (median and spread are taken over them)\n"
            "  --help         this text\n";
+}
+
+int run_benchmark_main(int argc, char** argv, const char* program, void (*usage)(),
+                       int (*run)(const CommonOptions& options)) {
+    try {
+        const CommonOptions options = parse_common_options(argc, argv);
+        if (options.help) {
+            usage();
+            return 0;
+        }
+        if (!options.rest.empty()) {
+            std::fprintf(stderr, "%s: unknown flag '%s' (see --help)\n", program, options.rest.front().c_str());
+            return 2;
+        }
+        return run(options);
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "%s: %s\n", program, error.what());
+        return 1;
+    }
 }
 
 }  // namespace mok::bench

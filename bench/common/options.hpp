@@ -31,4 +31,9 @@ CommonOptions parse_common_options(int argc, char** argv);
 // The help text for the flags above, one per line, for a program's --help.
 std::string common_options_help();
 
+// The main() of a benchmark program that takes only the common flags: parses them, prints `usage()` for --help,
+// refuses unknown flags (exit 2), and runs `run(options)`; an exception becomes a message and exit 1.
+int run_benchmark_main(int argc, char** argv, const char* program, void (*usage)(),
+                       int (*run)(const CommonOptions& options));
+
 }  // namespace mok::bench

@@ -370,19 +370,5 @@ int run(const CommonOptions& options) {
 
 int main(int argc, char** argv) {
     using namespace mok::bench;
-    try {
-        const CommonOptions options = parse_common_options(argc, argv);
-        if (options.help) {
-            transport::print_usage();
-            return 0;
-        }
-        if (!options.rest.empty()) {
-            std::fprintf(stderr, "mok-bench-transport: unknown flag '%s' (see --help)\n", options.rest.front().c_str());
-            return 2;
-        }
-        return transport::run(options);
-    } catch (const std::exception& error) {
-        std::fprintf(stderr, "mok-bench-transport: %s\n", error.what());
-        return 1;
-    }
+    return run_benchmark_main(argc, argv, "mok-bench-transport", transport::print_usage, transport::run);
 }

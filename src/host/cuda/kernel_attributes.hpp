@@ -18,58 +18,62 @@
 
 namespace mok::host {
 
-template <auto kKernel>
-Status allow_max_dynamic_shared_memory() {
-    static std::mutex mutex;
-    static uint64_t devices_done = 0;  // bit d: done on device d
+// Runs `set_up()` once per CUDA device (the current one), for the static `state` of one kind of set-up; a failed
+// set-up runs again on the next call.
+struct PerDeviceOnce {
+    std::mutex mutex;
+    uint64_t devices_done = 0;  // bit d: done on device d
+};
+
+template <typename SetUpFn>
+Status once_per_device(PerDeviceOnce& state, SetUpFn&& set_up) {
     constexpr int kMaxDevices = 64;
     int device = 0;
-    cudaError_t error = cudaGetDevice(&device);
+    const cudaError_t error = cudaGetDevice(&device);
     if (error != cudaSuccess || device >= kMaxDevices) {
         return {StatusCode::kCudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(error)};
     }
-    const std::lock_guard<std::mutex> lock(mutex);
-    if ((devices_done >> device) & 1u) {
+    const std::lock_guard<std::mutex> lock(state.mutex);
+    if ((state.devices_done >> device) & 1u) {
         return Status::ok();
     }
-    int max_bytes = 0;
-    error = cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (error == cudaSuccess) {
-        error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
-    }
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError,
-                std::string("raising a kernel's dynamic shared-memory limit: ") + cudaGetErrorString(error)};
-    }
-    devices_done |= uint64_t{1} << device;
+    MOK_RETURN_IF_ERROR(set_up(device));
+    state.devices_done |= uint64_t{1} << device;
     return Status::ok();
+}
+
+template <auto kKernel>
+Status allow_max_dynamic_shared_memory() {
+    static PerDeviceOnce state;
+    return once_per_device(state, [](int device) -> Status {
+        int max_bytes = 0;
+        cudaError_t error = cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        if (error == cudaSuccess) {
+            error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+        }
+        if (error != cudaSuccess) {
+            return {StatusCode::kCudaError,
+                    std::string("raising a kernel's dynamic shared-memory limit: ") + cudaGetErrorString(error)};
+        }
+        return Status::ok();
+    });
 }
 
 // Loads each kernel's code now (cudaFuncGetAttributes forces a lazily loaded kernel in), once per device.
 template <auto... kKernels>
 Status load_kernels(const char* what) {
-    static std::mutex mutex;
-    static uint64_t devices_done = 0;  // bit d: done on device d
-    constexpr int kMaxDevices = 64;
-    int device = 0;
-    cudaError_t error = cudaGetDevice(&device);
-    if (error != cudaSuccess || device >= kMaxDevices) {
-        return {StatusCode::kCudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(error)};
-    }
-    const std::lock_guard<std::mutex> lock(mutex);
-    if ((devices_done >> device) & 1u) {
-        return Status::ok();
-    }
-    for (const void* kernel : {reinterpret_cast<const void*>(kKernels)...}) {
-        cudaFuncAttributes attributes{};
-        error = cudaFuncGetAttributes(&attributes, kernel);
-        if (error != cudaSuccess) {
-            return {StatusCode::kCudaError,
-                    std::string("loading the ") + what + " kernels: " + cudaGetErrorString(error)};
+    static PerDeviceOnce state;
+    return once_per_device(state, [what](int) -> Status {
+        for (const void* kernel : {reinterpret_cast<const void*>(kKernels)...}) {
+            cudaFuncAttributes attributes{};
+            const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+            if (error != cudaSuccess) {
+                return {StatusCode::kCudaError,
+                        std::string("loading the ") + what + " kernels: " + cudaGetErrorString(error)};
+            }
         }
-    }
-    devices_done |= uint64_t{1} << device;
-    return Status::ok();
+        return Status::ok();
+    });
 }
 
 }  // namespace mok::host

@@ -14,35 +14,18 @@
 #include "common/test_seed.hpp"
 #include "layer/device_problem.hpp"
 #include "layer/layer_runs.hpp"
+#include "layer/reference_cases.hpp"
 
 namespace mok::testing {
 namespace {
 
-ProblemOptions problem(int64_t tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
-                       std::vector<int64_t> shared) {
-    ProblemOptions o;
-    o.num_tokens = tokens;
-    o.hidden = hidden;
-    o.expert_width = width;
-    o.num_experts = experts;
-    o.top_k = top_k;
-    o.shared_expert_widths = std::move(shared);
-    return o;
-}
-
 // A problem with several tiles in every GEMM dimension and a skewed routing.
 ProblemOptions busy_problem() {
-    ProblemOptions o = problem(512, 320, 192, 16, 4, {128, 64});
+    ProblemOptions o = problem_shape(512, 320, 192, 16, 4, {128, 64});
     o.routing = Routing::kZipf;
     o.unused_slot_fraction = 0.1;
     return o;
 }
-
-#define MOK_ASSERT_OK(expr)                                          \
-    do {                                                             \
-        const ::mok::Status mok_status_ = (expr);                    \
-        ASSERT_TRUE(mok_status_.is_ok()) << mok_status_.to_string(); \
-    } while (false)
 
 // Runs a step of `c` on a fresh layer of `options` and returns outputs_of the result.
 std::vector<Named> run_once(const RandomCase& c, LayerOptions options, GradMode mode, uint64_t output_seed) {

@@ -15,27 +15,10 @@
 #include "common/test_seed.hpp"
 #include "layer/device_problem.hpp"
 #include "layer/layer_runs.hpp"
+#include "layer/reference_cases.hpp"
 
 namespace mok::testing {
 namespace {
-
-#define MOK_ASSERT_OK(expr)                                          \
-    do {                                                             \
-        const ::mok::Status mok_status_ = (expr);                    \
-        ASSERT_TRUE(mok_status_.is_ok()) << mok_status_.to_string(); \
-    } while (false)
-
-ProblemOptions problem(int64_t tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
-                       std::vector<int64_t> shared) {
-    ProblemOptions o;
-    o.num_tokens = tokens;
-    o.hidden = hidden;
-    o.expert_width = width;
-    o.num_experts = experts;
-    o.top_k = top_k;
-    o.shared_expert_widths = std::move(shared);
-    return o;
-}
 
 bool all_nan(const HostTensor& t) {
     for (const double v : t.values()) {
@@ -70,7 +53,7 @@ void expect_next_step_correct(LayerUnderTest& l, const ProblemOptions& options, 
 // balanced load plus a tile per local expert). A uniform routing of the same shape fits.
 TEST(LayerFailure, ScheduleOverflowSurfacesFromSynchronizeAndTheNextStepRuns) {
     MOK_REQUIRE_CUDA_BACKEND();
-    ProblemOptions hot = problem(800, 16, 16, 8, 1, {8});
+    ProblemOptions hot = problem_shape(800, 16, 16, 8, 1, {8});
     hot.routing = Routing::kHotRange;
     hot.hot_first_expert = 5;
     hot.num_hot_experts = 1;
@@ -113,7 +96,7 @@ TEST(LayerFailure, ScheduleOverflowSurfacesFromSynchronizeAndTheNextStepRuns) {
 // finds it, synchronize names the rank, token and slot, and the next step runs.
 TEST(LayerFailure, InvalidRoutingSurfacesFromSynchronizeAndTheNextStepRuns) {
     MOK_REQUIRE_CUDA_BACKEND();
-    const ProblemOptions options = problem(64, 16, 16, 4, 2, {});
+    const ProblemOptions options = problem_shape(64, 16, 16, 4, 2, {});
     const RandomCase c = random_case(options, 2, case_seed(23));
     SCOPED_TRACE(replay_hint() + "; " + c.description);
     ApiProblem host(c.problem, c.dy);
@@ -135,7 +118,7 @@ class LayerArguments : public ::testing::Test {
   protected:
     void SetUp() override {
         MOK_REQUIRE_CUDA_BACKEND();
-        const RandomCase c = random_case(problem(32, 16, 16, 4, 2, {8}), 2, case_seed(30));
+        const RandomCase c = random_case(problem_shape(32, 16, 16, 4, 2, {8}), 2, case_seed(30));
         host_ = std::make_unique<ApiProblem>(c.problem, c.dy);
         host_->prepare_outputs(case_seed(31));
         device_ = std::make_unique<DeviceProblem>(*host_, kDevice);

@@ -19,6 +19,13 @@ namespace mok::testing {
 
 inline constexpr int kDevice = 0;
 
+// Fails the test (and returns from it) when `expr`, a Status, is not ok, with its message.
+#define MOK_ASSERT_OK(expr)                                          \
+    do {                                                             \
+        const ::mok::Status mok_status_ = (expr);                    \
+        ASSERT_TRUE(mok_status_.is_ok()) << mok_status_.to_string(); \
+    } while (false)
+
 // Skips the test on a machine without a GPU the CUDA backend runs on, saying why.
 #define MOK_REQUIRE_CUDA_BACKEND()                                                          \
     do {                                                                                    \
