@@ -8,7 +8,7 @@
 //   2. rows go registers -> the source's combine_rows[token * k + slot] (row_copy.cuh); no wait is needed on the
 //      destination: a source reuses its combine rows only for a later pass, which it starts only after its
 //      combine of this pass finished (docs/transport.md, "Why the combine rows can be shared");
-//   3. after every thread's stores (team barrier): the router-weight gradients are stored with
+//   3. after every copy thread's stores (row_copy.cuh's done barrier): the router-weight gradients are stored with
 //      plain stores, then every lane issues one release fence at system scope and stores the per-row flags
 //      combine_ready[token * k + slot] = sequence with relaxed stores: one fence per lane instead of one per row;
 //   4. out_free[t] = sequence (release, GPU scope) hands the output rows back to their producer.
@@ -113,7 +113,7 @@ class PushPolicy {
                 }
             }
         }
-        // Every lane now releases: the team's row stores (ordered before this call by the team barrier) and the
+        // Every lane now releases: the team's row stores (ordered before this call by the done barrier) and the
         // lanes' gradient stores (through the warp barrier) come, by this cumulative fence, before the flags
         // stored below.
         __syncwarp();

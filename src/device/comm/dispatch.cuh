@@ -8,7 +8,7 @@
 //      polls + acquire fence at system scope);
 //   2. before storing into the ring: when t >= ring_tiles, wait until tile t - ring_tiles (same slots, previous
 //      lap) was released by its consumer (ring_free >= this pass's sequence; acquire at GPU scope);
-//   3. after every thread's stores (team barrier): ring_ready[t] = sequence (release at GPU scope). A consumer
+//   3. after every copy thread's stores (the done barrier): ring_ready[t] = sequence (release at GPU scope). A consumer
 //      waits for it with wait_ring_tile (device/comm/ring.cuh).
 // Pulling keeps the owner's NVLink reads in its own hands: an imbalanced owner pulls at its own pace, and no
 // cross-GPU completion flag is needed for the data (the loads complete in the pulling threads' registers).
@@ -137,7 +137,7 @@ class DispatchPolicy {
         return p_.ring_rows + (row % p_.ring_rows_count) * row_bytes_;
     }
 
-    // Every thread of the team stored its part of the tile (the team barrier before this call): publish it. The
+    // Every thread of the team stored its part of the tile (the done barrier before this call): publish it. The
     // release is cumulative over those stores. A consumer that reads the ring through the async proxy (TMA) adds
     // its own proxy fence after its acquire.
     __device__ void finish_tile(int64_t tile, const plan::RowSource*, uint32_t lane) const {

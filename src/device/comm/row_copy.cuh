@@ -117,7 +117,7 @@ __device__ __forceinline__ bool share_takes(RowShare share, bool row_is_local) {
     return share == RowShare::kAll || (share == RowShare::kLocal) == row_is_local;
 }
 
-// Called by lane 0 of each of the two teams that split `tile`, after its copies (team barrier); true for the
+// Called by lane 0 of each of the two teams that split `tile`, after its copies (the done barrier); true for the
 // team that finished last, which then publishes the tile. The add is acq_rel: the first team's copies (before
 // its release) are acquired by the last team, whose publication (a cumulative release) then covers both. The
 // last team resets the counter for the next pass, which uses it only after this one has ended.
