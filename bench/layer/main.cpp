@@ -38,6 +38,8 @@ constexpr int kReps = 10;
 constexpr int kQuickReps = 4;
 // The compute ceiling: a dense bf16 GEMM of this size, timed by cuBLAS in the same run.
 constexpr int64_t kCeilingGemmSize = 8192;
+// Steps of the stage-recording layer whose stage times are averaged.
+constexpr int kProfiledSteps = 3;
 
 struct LayerCase {
     const ModelPreset* model = nullptr;
@@ -179,6 +181,25 @@ class Rank {
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
         check(MoeLayer::create(options, workspace_, &layer_), "MoeLayer::create");
         check(layer_->create_context(&context_), "create_context");
+        // A second layer on the same workspace records its stage times; the timed one records nothing, so the
+        // events cost the timed figures nothing.
+        options.config.record_stage_times = true;
+        check(MoeLayer::create(options, workspace_, &profiled_), "MoeLayer::create (stage times)");
+        check(profiled_->create_context(&profiled_context_), "create_context (stage times)");
+    }
+
+    // One forward and backward of the stage-recording layer.
+    void profiled_step() {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        check(profiled_->forward({&forward_, 1}, profiled_context_.get(), stream_.get()), "forward (stage times)");
+        check(profiled_->backward({&inputs_, 1}, {&backward_, 1}, *profiled_context_, stream_.get()),
+              "backward (stage times)");
+    }
+
+    std::vector<StageTime> stage_times() {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        check(profiled_->synchronize(stream_.get()), "rank " + std::to_string(rank_) + " (stage times)");
+        return profiled_->stage_times();
     }
 
     void forward() {
@@ -230,6 +251,8 @@ class Rank {
     std::shared_ptr<Workspace> workspace_;
     std::unique_ptr<MoeLayer> layer_;
     std::unique_ptr<ForwardContext> context_;
+    std::unique_ptr<MoeLayer> profiled_;
+    std::unique_ptr<ForwardContext> profiled_context_;
 };
 
 // The ranks of a case. EP 2 creates its communicator and workspaces collectively, one thread per rank.
@@ -265,8 +288,20 @@ std::vector<std::unique_ptr<Rank>> make_ranks(const LayerCase& c) {
     return ranks;
 }
 
+// Rank 0's stage times of `pass` per step ("stage:<stage>" figures, ms): where the pass's time goes.
+void add_stage_figures(const std::vector<StageTime>& stages, const char* pass, Case& out) {
+    const std::string prefix = std::string(pass) + "/";
+    for (const StageTime& t : stages) {
+        if (t.stage.rfind(prefix, 0) == 0 && t.count > 0) {
+            const double per_step = t.total_ms / static_cast<double>(kProfiledSteps);
+            out.figures.push_back(
+                value_figure("stage:" + t.stage.substr(prefix.size()), "ms", Better::kLower, per_step));
+        }
+    }
+}
+
 void add_pass_case(const LayerCase& c, const char* pass, double flops, double cublas_tflops, const TimingStats& stats,
-                   double memory_gib, std::vector<Case>& cases) {
+                   double memory_gib, const std::vector<StageTime>& stages, std::vector<Case>& cases) {
     Case out;
     out.name = c.name(pass);
     out.params.set("model", std::string(c.model->name))
@@ -279,9 +314,11 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
     out.figures.push_back(fraction_figure("roofline_fraction", rate, "cublas_bf16_dense", cublas_tflops));
     out.figures.push_back(std::move(rate));
     out.figures.push_back(value_figure("peak_memory", "GiB", Better::kLower, memory_gib));
+    add_stage_figures(stages, pass, out);
     out.note =
         "peak_memory: device memory in use on the rank after the pass (the layer allocates nothing during a "
-        "step); roofline: expert FLOPs over the same-run cuBLAS rate";
+        "step); roofline: expert FLOPs over the same-run cuBLAS rate; stage:* figures: rank 0's GPU time per "
+        "step of each stage, from a second layer on the workspace that records them (Config::record_stage_times)";
     cases.push_back(std::move(out));
 }
 
@@ -317,7 +354,16 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     for (const auto& r : ranks) {
         memory = std::max(memory, r->memory_in_use_gib());
     }
-    add_pass_case(c, "forward", flops, cublas_tflops, forward, memory, cases);
+    for (int step = 0; step < kProfiledSteps; ++step) {
+        for (auto& r : ranks) {
+            r->profiled_step();
+        }
+    }
+    const std::vector<StageTime> stages = ranks[0]->stage_times();
+    for (size_t r = 1; r < ranks.size(); ++r) {
+        ranks[r]->stage_times();  // synchronizes and reports the other ranks' failures
+    }
+    add_pass_case(c, "forward", flops, cublas_tflops, forward, memory, stages, cases);
     // Backward reuses the last forward's context: it reads it and leaves it intact.
     const TimingStats backward = timer.time(
         [&](int) {
@@ -329,7 +375,7 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     for (auto& r : ranks) {
         r->check_results();
     }
-    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, memory, cases);
+    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, memory, stages, cases);
 }
 
 std::vector<LayerCase> sweep(const CommonOptions& options, int visible) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "mok/comm.hpp"
@@ -104,6 +105,13 @@ struct RoutingStats {
     int64_t padded_rows = 0;                     // rows after padding each expert to the row alignment
 };
 
+// GPU time of one stage of the layer's steps, summed over the steps recorded (Config::record_stage_times).
+struct StageTime {
+    std::string stage;      // "<pass>/<stage>", e.g. "forward/dispatch", "backward/dgrad_down"
+    double total_ms = 0.0;  // from the end of the previous stage to the end of this one, summed
+    int64_t count = 0;      // steps that ran it
+};
+
 // Scratch memory shared by every layer of a model. Create it once with the largest workspace_bytes().
 class Workspace {
   public:
@@ -157,6 +165,10 @@ class MoeLayer {
     // Backend::kCuda the failure records belong to the Workspace, so a synchronize reports (and clears) those of
     // every layer sharing it, and backward refuses a context whose filling step failed (docs/layer.md).
     virtual Status synchronize(void* stream = nullptr) = 0;
+
+    // With Config::record_stage_times, the stage times of this layer's completed steps so far (call it after
+    // synchronize); empty otherwise, and on the CPU reference.
+    virtual std::vector<StageTime> stage_times() = 0;
 };
 
 }  // namespace mok

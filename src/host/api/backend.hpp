@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "mok/layer.hpp"
 
@@ -56,6 +57,7 @@ class CheckedLayer : public MoeLayer {
     Status backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args,
                     const ForwardContext& context, void* stream) final;
     Status synchronize(void* stream) final;
+    std::vector<StageTime> stage_times() final { return run_stage_times(); }
 
   protected:
     CheckedLayer(const LayerOptions& options, std::shared_ptr<Workspace> workspace);
@@ -72,6 +74,8 @@ class CheckedLayer : public MoeLayer {
                                 const ContextBase& context, void* stream) = 0;
     // Waits for the backend's work on `stream` and reports its device-side failures; none by default.
     virtual Status run_synchronize(void* /*stream*/) { return Status::ok(); }
+    // The backend's recorded stage times; none by default.
+    virtual std::vector<StageTime> run_stage_times() { return {}; }
 
   private:
     LayerOptions options_;

@@ -63,7 +63,9 @@ Status CudaLayer::create(const LayerOptions& options, std::shared_ptr<Workspace>
                                                cuda_workspace->base() + layer->layout_.scratch_offset(local)));
     }
     MOK_RETURN_IF_ERROR(LayerConstants::create(layer->dims_, scratch, &layer->constants_));
-    StepsSetup setup{layer->dims_, options.config, layer->layout_, cuda_workspace, &layer->constants_};
+    layer->timeline_ = std::make_unique<StageTimeline>(options.config.record_stage_times);
+    StepsSetup setup{layer->dims_,   options.config,     layer->layout_,
+                     cuda_workspace, &layer->constants_, layer->timeline_.get()};
     layer->steps_ = real_ranks ? make_nccl_steps(setup) : make_virtual_steps(setup);
     *out = std::move(layer);
     return Status::ok();
@@ -122,6 +124,14 @@ Status CudaLayer::run_backward(std::span<const RankInputs> inputs, std::span<con
     MOK_RETURN_IF_ERROR(guard.use(options().device.index));
     MOK_RETURN_IF_ERROR(check_backward_tensors(options(), inputs, args, eager(as_stream(stream))));
     return steps_->backward(inputs, args, ctx, as_stream(stream));
+}
+
+std::vector<StageTime> CudaLayer::run_stage_times() {
+    DeviceGuard guard;
+    if (!guard.use(options().device.index).is_ok()) {
+        return {};
+    }
+    return timeline_->totals();
 }
 
 Status CudaLayer::run_synchronize(void* stream) {

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "host/api/backend.hpp"
 #include "host/cuda/cuda_workspace.hpp"
 #include "host/cuda/layer_constants.hpp"
 #include "host/cuda/layer_layout.hpp"
 #include "host/cuda/layer_steps.hpp"
+#include "host/cuda/stage_timeline.hpp"
 
 namespace mok::cuda {
 
@@ -26,6 +28,7 @@ class CudaLayer final : public api::CheckedLayer {
     Status run_backward(std::span<const RankInputs> inputs, std::span<const BackwardArgs> args,
                         const api::ContextBase& context, void* stream) override;
     Status run_synchronize(void* stream) override;
+    std::vector<StageTime> run_stage_times() override;
 
   private:
     CudaLayer(const LayerOptions& options, std::shared_ptr<Workspace> workspace);
@@ -39,6 +42,7 @@ class CudaLayer final : public api::CheckedLayer {
     WorkspaceLayout layout_;
     ContextLayout context_layout_;
     LayerConstants constants_;
+    std::unique_ptr<StageTimeline> timeline_;  // before steps_, which points at it
     std::unique_ptr<LayerSteps> steps_;
 };
 

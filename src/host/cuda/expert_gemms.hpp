@@ -8,6 +8,7 @@
 
 #include "device/gemm/grouped_gemm.hpp"
 #include "host/cuda/layer_buffers.hpp"
+#include "host/cuda/stage_timeline.hpp"
 #include "mok/layer.hpp"
 
 namespace mok::cuda {
@@ -22,6 +23,7 @@ struct RankGemms {
     ContextBuffers context;
     ScratchBuffers scratch;
     const float* shared_row_weight = nullptr;  // [T_pad] ones
+    StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
 };
 
 // gate/up + SwiGLU of the routed and shared experts into the context; with `outputs`, the down projections too

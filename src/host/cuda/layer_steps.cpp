@@ -71,6 +71,7 @@ class StepsImpl final : public LayerSteps {
                                         // per call (plan in the context, rings and flags in the workspace)
     char* base_;
     const LayerConstants* constants_;
+    StageTimeline* timeline_;
     std::vector<Peers> peers_;
     std::vector<layout::LocalBuffers> state_;  // per rank: its persistent local block (RankStateLayout)
     std::vector<ScratchBuffers> scratch_;
@@ -85,6 +86,7 @@ StepsImpl<Peers>::StepsImpl(const StepsSetup& setup, std::vector<Peers> peers)
           setup.dims.plan_shape(setup.dims.first_local_rank, setup.config.minibatch_rows), setup.dims.hidden)),
       base_(setup.workspace->base()),
       constants_(setup.constants),
+      timeline_(setup.timeline),
       peers_(std::move(peers)) {
     for (int32_t local = 0; local < num_ranks(); ++local) {
         state_.push_back(layout::LocalBuffers::bind(layout_.state.local, base_ + layout_.state_offset(local)));
@@ -167,6 +169,7 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.context = c;
     g.scratch = s;
     g.shared_row_weight = constants_->shared_row_weight();
+    g.timeline = timeline_;
     return g;
 }
 
@@ -202,20 +205,28 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         x.push_back(&in->x);
         routing.push_back({as<const int32_t>(in->expert_ids), as<const float>(in->router_weights)});
     }
+    timeline_->begin(outputs ? "forward" : "recompute", stream);
     // The x rows go into the window before the exchange, whose route-ready flag also announces them.
     MOK_RETURN_IF_ERROR(stage(comm::SourceRows::kTokens, x, stream));
+    timeline_->mark("stage_x", stream);
     MOK_RETURN_IF_ERROR(comm::enqueue_routing_exchange(group, routing.data(), stream));
+    timeline_->mark("routing_exchange", stream);
     MOK_RETURN_IF_ERROR(comm::enqueue_plan(group, stream));
+    timeline_->mark("plan", stream);
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
     MOK_RETURN_IF_ERROR(comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream));
+    timeline_->mark("dispatch", stream);
     MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true), stream));
+    timeline_->mark("row_gate", stream);
     for (int32_t local = 0; local < num_ranks(); ++local) {
         MOK_RETURN_IF_ERROR(forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
     }
     if (!outputs) {
         // Nothing of the recompute waits for the peers after its dispatch (no push, no combine): the barrier
         // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
-        return comm::enqueue_barrier(group, stream);
+        MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
+        timeline_->mark("barrier", stream);
+        return Status::ok();
     }
     std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
     std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
@@ -233,7 +244,10 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         t.out_row_stride = row_stride(*y[local]);
     }
     MOK_RETURN_IF_ERROR(comm::enqueue_push(group, TransportPass::kForward, sources.data(), blocks, stream));
-    return comm::enqueue_combine(group, TransportPass::kForward, targets.data(), stream);
+    timeline_->mark("push", stream);
+    MOK_RETURN_IF_ERROR(comm::enqueue_combine(group, TransportPass::kForward, targets.data(), stream));
+    timeline_->mark("combine", stream);
+    return Status::ok();
 }
 
 template <typename Peers>
@@ -246,6 +260,7 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         dy.push_back(&args[local].dy);
         routing.push_back({as<const int32_t>(inputs[local].expert_ids), as<const float>(inputs[local].router_weights)});
     }
+    timeline_->begin("backward", stream);
     MOK_RETURN_IF_ERROR(stage(comm::SourceRows::kGrads, dy, stream));
     if (dims_.num_shared() > 0) {
         // The shared experts' dW_gate|up read x; the window's x rows may be another layer's by now.
@@ -259,16 +274,21 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
                             "copying x for the shared experts"));
         }
     }
+    timeline_->mark("stage_dy", stream);
     // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no earlier
     // pass used (another layer's backward may have run since this layer's forward). The barrier then stands in
     // for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting exchange slots
     // a slow rank's planner still reads (docs/layer.md, "Steps").
     MOK_RETURN_IF_ERROR(comm::enqueue_routing_exchange(group, routing.data(), stream));
+    timeline_->mark("routing_exchange", stream);
     MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
     MOK_RETURN_IF_ERROR(comm::enqueue_grads_announce(group, stream));
+    timeline_->mark("barrier_and_announce", stream);
     const int32_t blocks = comm_blocks(config_.num_comm_sms_backward);
     MOK_RETURN_IF_ERROR(comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream));
+    timeline_->mark("dispatch", stream);
     MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false), stream));
+    timeline_->mark("row_gate", stream);
     for (int32_t local = 0; local < num_ranks(); ++local) {
         MOK_RETURN_IF_ERROR(backward_gemms(rank_gemms(local, context, stream), inputs[local], args[local]));
     }
@@ -289,7 +309,10 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         t.weight_grads_out = as<float>(args[local].d_router_weights);
     }
     MOK_RETURN_IF_ERROR(comm::enqueue_push(group, TransportPass::kBackwardGrads, sources.data(), blocks, stream));
-    return comm::enqueue_combine(group, TransportPass::kBackwardGrads, targets.data(), stream);
+    timeline_->mark("push", stream);
+    MOK_RETURN_IF_ERROR(comm::enqueue_combine(group, TransportPass::kBackwardGrads, targets.data(), stream));
+    timeline_->mark("combine", stream);
+    return Status::ok();
 }
 
 template <typename Peers>

@@ -22,6 +22,7 @@
 #include "host/cuda/cuda_workspace.hpp"
 #include "host/cuda/layer_constants.hpp"
 #include "host/cuda/layer_layout.hpp"
+#include "host/cuda/stage_timeline.hpp"
 #include "mok/layer.hpp"
 
 namespace mok::cuda {
@@ -45,6 +46,7 @@ struct StepsSetup {
     WorkspaceLayout layout;
     CudaWorkspace* workspace = nullptr;
     const LayerConstants* constants = nullptr;
+    StageTimeline* timeline = nullptr;  // the layer's; records only when Config::record_stage_times
 };
 
 // Virtual ranks: every EP rank on this GPU. Real ranks: one, through the workspace's NCCL window.

@@ -265,5 +265,56 @@ TEST(LayerDeterminism, LayersSharingAWorkspaceGiveTheirOwnBits) {
     EXPECT_TRUE(same_outputs(outputs_of(host_b, mode), alone_b));
 }
 
+// Recording stage times (Config::record_stage_times) changes no bit, and names every stage of the kernel
+// sequence with a positive time: the transport's stages once per step, each GEMM once per virtual rank.
+TEST(LayerDeterminism, StageTimesChangeNoBitsAndNameTheStages) {
+    MOK_REQUIRE_CUDA_BACKEND();
+    constexpr int kRanks = 2;
+    const RandomCase c = random_case(busy_problem(), kRanks, case_seed(12));
+    SCOPED_TRACE(replay_hint() + "; " + c.description);
+    const GradMode mode = GradMode::kFresh;
+    ApiProblem host(c.problem, c.dy);
+    host.prepare_outputs(case_seed(13));
+    DeviceProblem device(host, kDevice);
+    std::vector<Named> plain;
+    std::vector<Named> recorded;
+    for (const bool record : {false, true}) {
+        LayerOptions options = device.options();
+        options.config.record_stage_times = record;
+        LayerUnderTest l;
+        MOK_ASSERT_OK(make_layer(options, &l));
+        TestStream stream;
+        device.upload_outputs(host);
+        MOK_ASSERT_OK(run_step(l, device, mode, stream.get()));
+        ApiProblem result(c.problem, c.dy);
+        device.download_outputs(result);
+        (record ? recorded : plain) = outputs_of(result, mode);
+        const std::vector<StageTime> times = l.layer->stage_times();
+        if (!record) {
+            EXPECT_TRUE(times.empty());
+            continue;
+        }
+        const struct {
+            const char* stage;
+            int64_t count;
+        } expected[] = {{"forward/dispatch", 1},
+                        {"forward/gate_up_swiglu", kRanks},
+                        {"forward/push", 1},
+                        {"forward/combine", 1},
+                        {"backward/dispatch", 1},
+                        {"backward/dgrad_down", kRanks},
+                        {"backward/weight_grad_gate_up", kRanks},
+                        {"backward/combine", 1}};
+        for (const auto& e : expected) {
+            const auto it =
+                std::find_if(times.begin(), times.end(), [&](const StageTime& t) { return t.stage == e.stage; });
+            ASSERT_NE(it, times.end()) << e.stage;
+            EXPECT_EQ(it->count, e.count) << e.stage;
+            EXPECT_GT(it->total_ms, 0.0) << e.stage;
+        }
+    }
+    EXPECT_TRUE(same_outputs(recorded, plain));
+}
+
 }  // namespace
 }  // namespace mok::testing
