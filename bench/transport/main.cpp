@@ -149,6 +149,74 @@ std::string case_name(const TransportSetup& s, const std::string& what, int32_t 
     return sweep ? name + "/sm" + std::to_string(sms) : name;
 }
 
+// The tokens of the x rows `rank`'s dispatch pulls from the other rank, in row-space order.
+std::vector<int64_t> remote_row_tokens(const TwoRankTransport& t, int32_t rank) {
+    std::vector<int64_t> tokens;
+    const plan::HostPlan& p = t.plan(rank);
+    for (int64_t row = 0; row < p.padded_rows(); ++row) {
+        const plan::RowSource s = p.row_source[row];
+        if (!s.is_padding() && s.src_rank != rank) {
+            tokens.push_back(s.token_slot / t.setup().model.top_k);
+        }
+    }
+    return tokens;
+}
+
+// Rows of the gather copy checked against their source after the timed runs.
+constexpr int kCheckedGatherRows = 64;
+
+// The SM copy kernel's loop over the dispatch's remote rows (sm_copy.hpp), into `scratch`.
+Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& timing, bool sweep, Timer& timer,
+                 double sm_copy_gbs) {
+    Case gather;
+    gather.name = "sm_gather/" + case_name(t.setup(), "", sms, sweep);
+    gather.params.set("sms", sms).set("method", "SM pull copy of the dispatch's remote rows, scattered by token");
+    std::vector<std::unique_ptr<DeviceBuffer<uint64_t>>> offsets;
+    std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> landed;  // each rank's remote rows, densely
+    std::vector<int64_t> rows;
+    std::vector<std::vector<int64_t>> tokens;
+    for (int32_t r = 0; r < kRanks; ++r) {
+        tokens.push_back(remote_row_tokens(t, r));
+        std::vector<uint64_t> host;
+        for (const int64_t token : tokens.back()) {
+            host.push_back(t.group(r).window.token_row(token));
+        }
+        offsets.push_back(std::make_unique<DeviceBuffer<uint64_t>>(r, std::max<size_t>(host.size(), 1)));
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(r));
+        MOK_BENCH_CHECK_CUDA(
+            cudaMemcpy(offsets.back()->get(), host.data(), host.size() * sizeof(uint64_t), cudaMemcpyHostToDevice));
+        rows.push_back(static_cast<int64_t>(host.size()));
+        landed.push_back(std::make_unique<DeviceBuffer<uint8_t>>(r, std::max<size_t>(host.size(), 1) * t.row_bytes()));
+    }
+    const TimingStats stats = timer.time(
+        [&](int) {
+            both([&](int32_t r) {
+                enqueue_sm_gather_copy(t.group(r).ranks[0].peers, 1 - r, offsets[r]->get(), rows[r],
+                                       static_cast<uint32_t>(t.row_bytes()), landed[r]->get(), sms, t.stream(r));
+            });
+        },
+        timing);
+    // What landed is the other rank's x rows, in order (sampled).
+    const int64_t hidden = t.setup().model.hidden;
+    std::vector<uint16_t> row(hidden);
+    for (int32_t r = 0; r < kRanks; ++r) {
+        for (int64_t i = 0; i < rows[r]; i += std::max<int64_t>(rows[r] / kCheckedGatherRows, 1)) {
+            MOK_BENCH_CHECK_CUDA(cudaSetDevice(r));
+            MOK_BENCH_CHECK_CUDA(
+                cudaMemcpy(row.data(), landed[r]->get() + i * t.row_bytes(), t.row_bytes(), cudaMemcpyDeviceToHost));
+            if (!std::equal(row.begin(), row.end(), t.host_x(1 - r).begin() + tokens[r][i] * hidden)) {
+                throw std::runtime_error("gather copy check: rank " + std::to_string(r) + " row " + std::to_string(i) +
+                                         " differs from its source row");
+            }
+        }
+    }
+    gather.figures.push_back(time_figure("time", stats));
+    Figure bandwidth = rate_figure("bandwidth", "GB/s", nvlink_gigabytes(t), stats);
+    bandwidth.against("sm_copy", sm_copy_gbs);
+    gather.figures.push_back(std::move(bandwidth));
+    return gather;
+}
+
 // The SM copy kernel and cudaMemcpyPeer, both directions at once, on the bytes the transport moves.
 void baseline_cases(const TwoRankTransport& t, int32_t sms, const TimingOptions& timing, bool sweep,
                     std::vector<Case>& cases, Baselines& out) {
@@ -176,6 +244,7 @@ void baseline_cases(const TwoRankTransport& t, int32_t sms, const TimingOptions&
     copy.figures.push_back(rate_figure("bandwidth", "GB/s", gigabytes, copy_stats));
     out.sm_copy_gbs = copy.figures.back().value;
     cases.push_back(std::move(copy));
+    cases.push_back(gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs));
 
     const bool peer_access = ceilings::enable_peer_access(0, 1);
     Case peer;

@@ -16,4 +16,10 @@ namespace mok::bench::transport {
 void enqueue_sm_pull_copy(const comm::NcclPeers& peers, int32_t peer, uint64_t src_offset, void* dst, size_t bytes,
                           int32_t num_blocks, cudaStream_t stream);
 
+// The same kernel's loop over scattered rows: row i of `num_rows` comes from byte `row_offsets[i]` (device
+// memory) of rank `peer`'s window and lands densely in `dst`. The dispatch's access pattern without its tiles,
+// gates and flags: how much of the dispatch's gap to the SM copy is the pattern, and how much the engine.
+void enqueue_sm_gather_copy(const comm::NcclPeers& peers, int32_t peer, const uint64_t* row_offsets, int64_t num_rows,
+                            uint32_t row_bytes, void* dst, int32_t num_blocks, cudaStream_t stream);
+
 }  // namespace mok::bench::transport
