@@ -1,5 +1,7 @@
 #include "host/cuda/expert_gemms.hpp"
 
+#include <utility>
+
 namespace mok::cuda {
 namespace {
 
@@ -7,12 +9,9 @@ const __nv_bfloat16* bf16(const TensorView& view) {
     return static_cast<const __nv_bfloat16*>(view.data);
 }
 
-// Runs a GEMM's enqueue and, when it succeeded, marks its end on the stage timeline as `stage`.
-template <typename EnqueueFn>
-Status timed(const RankGemms& g, const char* stage, EnqueueFn&& enqueue) {
-    MOK_RETURN_IF_ERROR(enqueue());
-    g.timeline->mark(stage, g.launch.stream);
-    return Status::ok();
+// Marks the end of a GEMM's enqueue on the stage timeline as `stage`.
+Status timed(const RankGemms& g, const char* stage, Status enqueued) {
+    return g.timeline->record(stage, g.launch.stream, std::move(enqueued));
 }
 
 }  // namespace
@@ -20,30 +19,28 @@ Status timed(const RankGemms& g, const char* stage, EnqueueFn&& enqueue) {
 Status forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
     const ContextBuffers& c = g.context;
     const ScratchBuffers& s = g.scratch;
-    MOK_RETURN_IF_ERROR(timed(g, "gate_up_swiglu", [&] {
-        return gemm::gate_up_swiglu(
-            {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width}, g.launch);
-    }));
+    MOK_RETURN_IF_ERROR(timed(
+        g, "gate_up_swiglu",
+        gemm::gate_up_swiglu(
+            {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width}, g.launch)));
     if (outputs) {
-        MOK_RETURN_IF_ERROR(timed(g, "down", [&] {
-            return gemm::down_projection(
-                {g.routed, c.h, bf16(in.experts.down), s.out_rows, g.hidden, nullptr, g.hidden, g.width}, g.launch);
-        }));
+        MOK_RETURN_IF_ERROR(timed(
+            g, "down",
+            gemm::down_projection(
+                {g.routed, c.h, bf16(in.experts.down), s.out_rows, g.hidden, nullptr, g.hidden, g.width}, g.launch)));
     }
     for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeights& w = in.shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
-        MOK_RETURN_IF_ERROR(timed(g, "shared_gate_up_swiglu", [&] {
-            return gemm::gate_up_swiglu(
-                {g.shared, s.dense_x, bf16(w.gate), bf16(w.up), c.shared_gu[e], c.shared_h[e], g.hidden, width},
-                g.launch);
-        }));
+        MOK_RETURN_IF_ERROR(timed(g, "shared_gate_up_swiglu",
+                                  gemm::gate_up_swiglu({g.shared, s.dense_x, bf16(w.gate), bf16(w.up), c.shared_gu[e],
+                                                        c.shared_h[e], g.hidden, width},
+                                                       g.launch)));
         if (outputs) {
-            MOK_RETURN_IF_ERROR(timed(g, "shared_down", [&] {
-                return gemm::down_projection(
-                    {g.shared, c.shared_h[e], bf16(w.down), s.shared_out[e], g.hidden, nullptr, g.hidden, width},
-                    g.launch);
-            }));
+            MOK_RETURN_IF_ERROR(timed(g, "shared_down",
+                                      gemm::down_projection({g.shared, c.shared_h[e], bf16(w.down), s.shared_out[e],
+                                                             g.hidden, nullptr, g.hidden, width},
+                                                            g.launch)));
         }
     }
     return Status::ok();
@@ -58,32 +55,27 @@ Status backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardAr
 
     // Routed experts. out_rows first holds bf16(w dy), the operand of dW_down, and is then overwritten by the
     // dx rows: weight_grad_down has read it by then (stream order).
-    MOK_RETURN_IF_ERROR(timed(g, "dgrad_down", [&] {
-        return gemm::dgrad_down(
-            {g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu, s.partials, g.hidden, g.width},
-            g.launch);
-    }));
-    MOK_RETURN_IF_ERROR(timed(g, "reduce_router_partials", [&] {
-        return gemm::reduce_router_partials(g.routed, s.partials, gemm::router_partial_tiles(g.width), s.d_row_weight,
-                                            stream);
-    }));
-    MOK_RETURN_IF_ERROR(timed(g, "scale_rows", [&] {
-        return gemm::scale_rows(g.routed, s.grad_rows, c.row_weight, s.out_rows, g.hidden, stream);
-    }));
-    MOK_RETURN_IF_ERROR(timed(g, "weight_grad_down", [&] {
-        return gemm::weight_grad_down({g.routed, s.out_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width},
-                                      g.launch);
-    }));
-    MOK_RETURN_IF_ERROR(timed(g, "dgrad_gate_up", [&] {
-        return gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up), s.out_rows, g.hidden,
-                                    nullptr, g.hidden, g.width},
-                                   g.launch);
-    }));
-    MOK_RETURN_IF_ERROR(timed(g, "weight_grad_gate_up", [&] {
-        return gemm::weight_grad_gate_up(
-            {g.routed, s.dgu, c.x_rows, args.d_experts.gate.data, args.d_experts.up.data, mode, g.hidden, g.width},
-            g.launch);
-    }));
+    MOK_RETURN_IF_ERROR(timed(g, "dgrad_down",
+                              gemm::dgrad_down({g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu,
+                                                s.partials, g.hidden, g.width},
+                                               g.launch)));
+    MOK_RETURN_IF_ERROR(timed(g, "reduce_router_partials",
+                              gemm::reduce_router_partials(g.routed, s.partials, gemm::router_partial_tiles(g.width),
+                                                           s.d_row_weight, stream)));
+    MOK_RETURN_IF_ERROR(
+        timed(g, "scale_rows", gemm::scale_rows(g.routed, s.grad_rows, c.row_weight, s.out_rows, g.hidden, stream)));
+    MOK_RETURN_IF_ERROR(
+        timed(g, "weight_grad_down",
+              gemm::weight_grad_down({g.routed, s.out_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width},
+                                     g.launch)));
+    MOK_RETURN_IF_ERROR(timed(g, "dgrad_gate_up",
+                              gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up),
+                                                   s.out_rows, g.hidden, nullptr, g.hidden, g.width},
+                                                  g.launch)));
+    MOK_RETURN_IF_ERROR(timed(g, "weight_grad_gate_up",
+                              gemm::weight_grad_gate_up({g.routed, s.dgu, c.x_rows, args.d_experts.gate.data,
+                                                         args.d_experts.up.data, mode, g.hidden, g.width},
+                                                        g.launch)));
 
     // Shared experts, router weight 1: their scaled dy is dy itself (bf16(1 * v) = v), so dW_down reads dy.
     // The dg|du and partial buffers are the routed experts' again, which weight_grad_gate_up has finished with.
@@ -91,24 +83,22 @@ Status backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardAr
         const SharedExpertWeights& w = in.shared[e];
         const SharedExpertWeightGrads& d = args.d_shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
-        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_down", [&] {
-            return gemm::dgrad_down({g.shared, s.dense_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight, s.dgu,
-                                     s.partials, g.hidden, width},
-                                    g.launch);
-        }));
-        MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_down", [&] {
-            return gemm::weight_grad_down({g.shared, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
-                                          g.launch);
-        }));
-        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up", [&] {
-            return gemm::dgrad_gate_up(
-                {g.shared, s.dgu, bf16(w.gate), bf16(w.up), s.shared_out[e], g.hidden, nullptr, g.hidden, width},
-                g.launch);
-        }));
-        MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_gate_up", [&] {
-            return gemm::weight_grad_gate_up(
-                {g.shared, s.dgu, s.dense_x, d.gate.data, d.up.data, mode, g.hidden, width}, g.launch);
-        }));
+        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_down",
+                                  gemm::dgrad_down({g.shared, s.dense_dy, bf16(w.down), c.shared_gu[e],
+                                                    g.shared_row_weight, s.dgu, s.partials, g.hidden, width},
+                                                   g.launch)));
+        MOK_RETURN_IF_ERROR(
+            timed(g, "shared_weight_grad_down",
+                  gemm::weight_grad_down({g.shared, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
+                                         g.launch)));
+        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
+                                  gemm::dgrad_gate_up({g.shared, s.dgu, bf16(w.gate), bf16(w.up), s.shared_out[e],
+                                                       g.hidden, nullptr, g.hidden, width},
+                                                      g.launch)));
+        MOK_RETURN_IF_ERROR(
+            timed(g, "shared_weight_grad_gate_up",
+                  gemm::weight_grad_gate_up({g.shared, s.dgu, s.dense_x, d.gate.data, d.up.data, mode, g.hidden, width},
+                                            g.launch)));
     }
     return Status::ok();
 }

@@ -1,5 +1,6 @@
 #include "host/cuda/layer_steps.hpp"
 
+#include <span>
 #include <string>
 #include <utility>
 
@@ -61,6 +62,11 @@ class StepsImpl final : public LayerSteps {
     comm::LaunchGroup<Peers> launch_group(const CudaContext& context) const;
     layer::RowGateLaunch row_gate(const CudaContext& context, bool gather_weights) const;
     RankGemms rank_gemms(int32_t local, const CudaContext& context, cudaStream_t stream) const;
+    // Pushes each rank's output rows (forward: expert outputs; backward: dx rows with the d router weight per
+    // row) and combines them into out[local] (and, backward, d_weights[local]); `d_weights` empty in a forward.
+    Status push_and_combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
+                            std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
+                            std::span<const TensorView* const> d_weights, int32_t blocks, cudaStream_t stream);
     // Copies each rank's own [T, H] rows into its window (and, with shared experts, into its dense scratch).
     Status stage(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
 
@@ -207,47 +213,24 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     }
     timeline_->begin(outputs ? "forward" : "recompute", stream);
     // The x rows go into the window before the exchange, whose route-ready flag also announces them.
-    MOK_RETURN_IF_ERROR(stage(comm::SourceRows::kTokens, x, stream));
-    timeline_->mark("stage_x", stream);
-    MOK_RETURN_IF_ERROR(comm::enqueue_routing_exchange(group, routing.data(), stream));
-    timeline_->mark("routing_exchange", stream);
-    MOK_RETURN_IF_ERROR(comm::enqueue_plan(group, stream));
-    timeline_->mark("plan", stream);
+    MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage(comm::SourceRows::kTokens, x, stream)));
+    MOK_RETURN_IF_ERROR(
+        timeline_->record("routing_exchange", stream, comm::enqueue_routing_exchange(group, routing.data(), stream)));
+    MOK_RETURN_IF_ERROR(timeline_->record("plan", stream, comm::enqueue_plan(group, stream)));
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
-    MOK_RETURN_IF_ERROR(comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream));
-    timeline_->mark("dispatch", stream);
-    MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true), stream));
-    timeline_->mark("row_gate", stream);
+    MOK_RETURN_IF_ERROR(timeline_->record(
+        "dispatch", stream, comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream)));
+    MOK_RETURN_IF_ERROR(
+        timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, true), stream)));
     for (int32_t local = 0; local < num_ranks(); ++local) {
         MOK_RETURN_IF_ERROR(forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
     }
     if (!outputs) {
         // Nothing of the recompute waits for the peers after its dispatch (no push, no combine): the barrier
         // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
-        MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
-        timeline_->mark("barrier", stream);
-        return Status::ok();
+        return timeline_->record("barrier", stream, comm::enqueue_barrier(group, stream));
     }
-    std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
-    std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
-    for (int32_t local = 0; local < num_ranks(); ++local) {
-        // No per-tile flags: the whole output is written before the push starts (stream order).
-        sources[local].out_rows = scratch_[local].out_rows;
-        sources[local].out_ring_rows = dims_.capacity_rows;
-        comm::CombineTarget& t = targets[local];
-        t.expert_ids = routing[local].expert_ids;
-        t.router_weights = routing[local].router_weights;
-        t.shared_rows = constants_->shared_rows(local);
-        t.num_shared = dims_.num_shared();
-        t.shared_row_stride = dims_.hidden;
-        t.out = as<uint16_t>(*y[local]);
-        t.out_row_stride = row_stride(*y[local]);
-    }
-    MOK_RETURN_IF_ERROR(comm::enqueue_push(group, TransportPass::kForward, sources.data(), blocks, stream));
-    timeline_->mark("push", stream);
-    MOK_RETURN_IF_ERROR(comm::enqueue_combine(group, TransportPass::kForward, targets.data(), stream));
-    timeline_->mark("combine", stream);
-    return Status::ok();
+    return push_and_combine(group, TransportPass::kForward, routing, y, {}, blocks, stream);
 }
 
 template <typename Peers>
@@ -279,40 +262,55 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     // pass used (another layer's backward may have run since this layer's forward). The barrier then stands in
     // for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting exchange slots
     // a slow rank's planner still reads (docs/layer.md, "Steps").
-    MOK_RETURN_IF_ERROR(comm::enqueue_routing_exchange(group, routing.data(), stream));
-    timeline_->mark("routing_exchange", stream);
+    MOK_RETURN_IF_ERROR(
+        timeline_->record("routing_exchange", stream, comm::enqueue_routing_exchange(group, routing.data(), stream)));
     MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
-    MOK_RETURN_IF_ERROR(comm::enqueue_grads_announce(group, stream));
-    timeline_->mark("barrier_and_announce", stream);
+    MOK_RETURN_IF_ERROR(timeline_->record("barrier_and_announce", stream, comm::enqueue_grads_announce(group, stream)));
     const int32_t blocks = comm_blocks(config_.num_comm_sms_backward);
-    MOK_RETURN_IF_ERROR(comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream));
-    timeline_->mark("dispatch", stream);
-    MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false), stream));
-    timeline_->mark("row_gate", stream);
+    MOK_RETURN_IF_ERROR(timeline_->record(
+        "dispatch", stream,
+        comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream)));
+    MOK_RETURN_IF_ERROR(
+        timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, false), stream)));
     for (int32_t local = 0; local < num_ranks(); ++local) {
         MOK_RETURN_IF_ERROR(backward_gemms(rank_gemms(local, context, stream), inputs[local], args[local]));
     }
+    std::vector<const TensorView*> dx;
+    std::vector<const TensorView*> d_weights;
+    for (const BackwardArgs& a : args) {
+        dx.push_back(&a.dx);
+        d_weights.push_back(&a.d_router_weights);
+    }
+    return push_and_combine(group, TransportPass::kBackwardGrads, routing, dx, d_weights, blocks, stream);
+}
+
+template <typename Peers>
+Status StepsImpl<Peers>::push_and_combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
+                                          std::span<const comm::RankRouting> routing,
+                                          std::span<const TensorView* const> out,
+                                          std::span<const TensorView* const> d_weights, int32_t blocks,
+                                          cudaStream_t stream) {
+    const bool backward = pass == TransportPass::kBackwardGrads;
     std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
     std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
     for (int32_t local = 0; local < num_ranks(); ++local) {
+        // No per-tile flags: the whole output is written before the push starts (stream order).
         sources[local].out_rows = scratch_[local].out_rows;
         sources[local].out_ring_rows = dims_.capacity_rows;
-        sources[local].weight_grads = scratch_[local].d_row_weight;
+        sources[local].weight_grads = backward ? scratch_[local].d_row_weight : nullptr;
         comm::CombineTarget& t = targets[local];
         t.expert_ids = routing[local].expert_ids;
         t.router_weights = routing[local].router_weights;
         t.shared_rows = constants_->shared_rows(local);
         t.num_shared = dims_.num_shared();
         t.shared_row_stride = dims_.hidden;
-        t.out = as<uint16_t>(args[local].dx);
-        t.out_row_stride = row_stride(args[local].dx);
-        t.weight_grads_out = as<float>(args[local].d_router_weights);
+        t.out = as<uint16_t>(*out[local]);
+        t.out_row_stride = row_stride(*out[local]);
+        t.weight_grads_out = backward ? as<float>(*d_weights[local]) : nullptr;
     }
-    MOK_RETURN_IF_ERROR(comm::enqueue_push(group, TransportPass::kBackwardGrads, sources.data(), blocks, stream));
-    timeline_->mark("push", stream);
-    MOK_RETURN_IF_ERROR(comm::enqueue_combine(group, TransportPass::kBackwardGrads, targets.data(), stream));
-    timeline_->mark("combine", stream);
-    return Status::ok();
+    MOK_RETURN_IF_ERROR(
+        timeline_->record("push", stream, comm::enqueue_push(group, pass, sources.data(), blocks, stream)));
+    return timeline_->record("combine", stream, comm::enqueue_combine(group, pass, targets.data(), stream));
 }
 
 template <typename Peers>

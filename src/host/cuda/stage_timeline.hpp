@@ -30,6 +30,14 @@ class StageTimeline {
     void begin(const char* pass, cudaStream_t stream);
     // The work enqueued on `stream` since the previous mark (or the pass's beginning) belongs to `stage`.
     void mark(const char* stage, cudaStream_t stream);
+    // Marks `stage` when `enqueued` (the status of enqueueing it) is ok, and returns `enqueued`:
+    // MOK_RETURN_IF_ERROR(timeline.record("plan", stream, enqueue_plan(...))).
+    Status record(const char* stage, cudaStream_t stream, Status enqueued) {
+        if (enqueued.is_ok()) {
+            mark(stage, stream);
+        }
+        return enqueued;
+    }
     // Folds every pass whose events completed into the sums and returns them, in order of first appearance.
     std::vector<StageTime> totals();
 
