@@ -85,7 +85,6 @@ int run(const CommonOptions& options) {
         .set("quick", options.quick)
         .set("environment", environment_json(0));
 
-    bool any_failed = false;
     for (const NamedCase& named : plan_cases(options, timing, num_gpus)) {
         try {
             result.cases.push_back(named.run());
@@ -96,15 +95,11 @@ int run(const CommonOptions& options) {
             failed.note = error.what();
             result.cases.push_back(std::move(failed));
         }
-        any_failed = any_failed || result.cases.back().status == CaseStatus::kFailed;
     }
     if (num_gpus < kPeerPairSize) {
         result.cases.push_back(skipped_peer_case(num_gpus));
     }
-    const auto path = write_result(result, options.out_dir);
-    std::printf("%s", format_summary(result).c_str());
-    std::printf("wrote %s\n", path.c_str());
-    return any_failed ? 1 : 0;
+    return finish_run(result, options.out_dir);
 }
 
 }  // namespace

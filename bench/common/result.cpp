@@ -1,5 +1,6 @@
 #include "bench/common/result.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -287,6 +288,15 @@ std::string format_summary(const Result& result) {
         }
     }
     return text;
+}
+
+int finish_run(const Result& result, const std::filesystem::path& out_dir) {
+    const std::filesystem::path path = write_result(result, out_dir);
+    std::printf("%s", format_summary(result).c_str());
+    std::printf("wrote %s\n", path.string().c_str());
+    const bool any_failed = std::any_of(result.cases.begin(), result.cases.end(),
+                                        [](const Case& c) { return c.status == CaseStatus::kFailed; });
+    return any_failed ? 1 : 0;
 }
 
 }  // namespace mok::bench

@@ -111,5 +111,8 @@ std::filesystem::path default_out_dir();
 std::filesystem::path write_result(const Result& result, const std::filesystem::path& out_dir);
 // One line per figure, "case  figure  value unit  [vs baseline: ratio]", for a program's standard output.
 std::string format_summary(const Result& result);
+// The end of every benchmark program: writes `result`, prints its summary and the file written, and returns the
+// program's exit status (1 if any case failed, else 0).
+int finish_run(const Result& result, const std::filesystem::path& out_dir);
 
 }  // namespace mok::bench

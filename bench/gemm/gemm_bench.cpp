@@ -467,7 +467,6 @@ int run(int argc, char** argv) {
     const Case copy = ceilings::device_copy_case(size_t{4} << 30, timing);
     const double copy_gbps = figure_value(copy, "bandwidth");
     result.cases.push_back(copy);
-    bool any_failed = false;
     for (const ModelShape& shape : shapes) {
         for (int32_t rows_per_expert : rows_points) {
             Problem problem(shape, rows_per_expert, stream.get());
@@ -475,7 +474,6 @@ int run(int argc, char** argv) {
                 const Case dense = ceilings::gemm_case(form.dense, timing);
                 const double dense_tflops = figure_value(dense, "tflops");
                 Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, copy_gbps);
-                any_failed = any_failed || c.status == CaseStatus::kFailed;
                 result.cases.push_back(std::move(c));
                 std::fflush(stdout);
             }
@@ -486,9 +484,7 @@ int run(int argc, char** argv) {
             }
         }
     }
-    const auto path = write_result(result, options.out_dir);
-    std::printf("%s\nwrote %s\n", format_summary(result).c_str(), path.string().c_str());
-    return any_failed ? 1 : 0;
+    return finish_run(result, options.out_dir);
 }
 
 }  // namespace

@@ -455,12 +455,7 @@ int run(const CommonOptions& options) {
         }
         std::fflush(stdout);
     }
-    const auto path = write_result(result, options.out_dir);
-    std::printf("%s", format_summary(result).c_str());
-    std::printf("wrote %s\n", path.c_str());
-    const bool any_failed = std::any_of(result.cases.begin(), result.cases.end(),
-                                        [](const Case& c) { return c.status == CaseStatus::kFailed; });
-    return any_failed ? 1 : 0;
+    return finish_run(result, options.out_dir);
 }
 
 }  // namespace
