@@ -113,6 +113,24 @@ enum class RowShare : uint8_t {
     kLocal,   // rows whose other end is this rank
 };
 
+// A copy role's block among its remote_blocks + local_blocks blocks, remote ones first: its share of the rows,
+// and its place among the blocks of that share. With no local blocks, the remote blocks copy every row.
+struct TeamShare {
+    RowShare share;
+    int32_t team_idx;
+    int32_t num_teams;
+};
+
+__device__ __forceinline__ TeamShare team_share(int32_t block_idx, int32_t remote_blocks, int32_t local_blocks) {
+    if (local_blocks == 0) {
+        return {RowShare::kAll, block_idx, remote_blocks};
+    }
+    if (block_idx < remote_blocks) {
+        return {RowShare::kRemote, block_idx, remote_blocks};
+    }
+    return {RowShare::kLocal, block_idx - remote_blocks, local_blocks};
+}
+
 __device__ __forceinline__ bool share_takes(RowShare share, bool row_is_local) {
     return share == RowShare::kAll || (share == RowShare::kLocal) == row_is_local;
 }

@@ -24,24 +24,6 @@ __device__ __forceinline__ CopyTeam block_team() {
     return CopyTeam{threadIdx.x, blockDim.x, kRowCopyFirstBarrier};
 }
 
-// A block's share of a rank's tiles: the first `remote_blocks` blocks of the rank's slice take the rows that cross
-// NVLink (every row when the slice has no other blocks), the others the rows that stay on the GPU.
-struct BlockShare {
-    RowShare share;
-    int32_t team_idx;
-    int32_t num_teams;
-};
-
-__device__ __forceinline__ BlockShare block_share(const BlockSlice& slice, int32_t remote_blocks) {
-    if (remote_blocks == slice.num_blocks) {
-        return {RowShare::kAll, slice.block_idx, slice.num_blocks};
-    }
-    if (slice.block_idx < remote_blocks) {
-        return {RowShare::kRemote, slice.block_idx, remote_blocks};
-    }
-    return {RowShare::kLocal, slice.block_idx - remote_blocks, slice.num_blocks - remote_blocks};
-}
-
 template <typename Peers>
 __global__ void __launch_bounds__(kRowCopyThreads)
     dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set, int32_t remote_blocks) {
@@ -51,8 +33,9 @@ __global__ void __launch_bounds__(kRowCopyThreads)
     if (__syncthreads_or(step_failed(p.ctx))) {
         return;
     }
-    const BlockShare b = block_share(slice, remote_blocks);
-    dispatch_tiles(p, storage, block_team(), TileRange{b.team_idx, dispatch_num_tiles(p), b.num_teams}, b.share);
+    // The rank's first remote_blocks blocks take the rows that cross NVLink, the others the rows that stay.
+    const TeamShare t = team_share(slice.block_idx, remote_blocks, slice.num_blocks - remote_blocks);
+    dispatch_tiles(p, storage, block_team(), TileRange{t.team_idx, dispatch_num_tiles(p), t.num_teams}, t.share);
 }
 
 template <typename Peers>
@@ -64,8 +47,8 @@ __global__ void __launch_bounds__(kRowCopyThreads)
     if (__syncthreads_or(step_failed(p.ctx))) {
         return;
     }
-    const BlockShare b = block_share(slice, remote_blocks);
-    push_tiles(p, storage, block_team(), TileRange{b.team_idx, push_num_tiles(p), b.num_teams}, b.share);
+    const TeamShare t = team_share(slice.block_idx, remote_blocks, slice.num_blocks - remote_blocks);
+    push_tiles(p, storage, block_team(), TileRange{t.team_idx, push_num_tiles(p), t.num_teams}, t.share);
 }
 
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ RankSet<CombineParams> set) {

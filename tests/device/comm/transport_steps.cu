@@ -27,23 +27,6 @@ struct PipelineParams {
     int32_t local_blocks;  // per copy role: its blocks for the rows that stay on the GPU (0: none, no split)
 };
 
-// A copy role's block inside its span of the slice: remote blocks first, then local ones (row_kernels.cu's rule).
-struct RoleShare {
-    RowShare share;
-    int32_t team_idx;
-    int32_t num_teams;
-};
-
-__device__ __forceinline__ RoleShare role_share(int32_t idx, int32_t remote_blocks, int32_t local_blocks) {
-    if (local_blocks == 0) {
-        return {RowShare::kAll, idx, remote_blocks};
-    }
-    if (idx < remote_blocks) {
-        return {RowShare::kRemote, idx, remote_blocks};
-    }
-    return {RowShare::kLocal, idx - remote_blocks, local_blocks};
-}
-
 __global__ void __launch_bounds__(kConsumerThreads)
     consumer_kernel(const __grid_constant__ RankSet<ConsumerParams> set) {
     const BlockSlice slice = block_slice(set);
@@ -70,13 +53,13 @@ __global__ void __launch_bounds__(kConsumerThreads)
     }
     const CopyTeam team{threadIdx.x, blockDim.x, kCopyFirstBarrier};
     if (block < dispatch_span) {
-        const RoleShare r = role_share(block, p.dispatch_blocks, p.local_blocks);
+        const TeamShare r = team_share(block, p.dispatch_blocks, p.local_blocks);
         dispatch_tiles(p.dispatch, storage, team, TileRange{r.team_idx, dispatch_num_tiles(p.dispatch), r.num_teams},
                        r.share);
     } else if (block < push_begin) {
         consume_tiles(p.consumer, block - dispatch_span, p.consumer_blocks);
     } else {
-        const RoleShare r = role_share(block - push_begin, p.push_blocks, p.local_blocks);
+        const TeamShare r = team_share(block - push_begin, p.push_blocks, p.local_blocks);
         push_tiles(p.push, storage, team, TileRange{r.team_idx, push_num_tiles(p.push), r.num_teams}, r.share);
     }
 }
