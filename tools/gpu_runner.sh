@@ -217,13 +217,16 @@ fi
 test_summary=""
 
 ctest_counts() {
-    # "100% tests passed, 0 tests failed out of 12" -> "12 run, 0 failed"
+    # "90% tests passed, 1 tests failed out of 12" -> "11 passed, 1 failed"; "100% tests passed out of 12" (the
+    # form ctest prints when nothing failed) -> "12 passed, 0 failed"
     local line
-    line="$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -n 1)"
+    line="$(grep -E 'tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$1" | tail -n 1)"
     if [[ -n "$line" ]]; then
-        local failed total
-        failed="$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")"
-        total="$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")"
+        local failed=0 total
+        if [[ "$line" =~ ([0-9]+)\ tests?\ failed ]]; then
+            failed="${BASH_REMATCH[1]}"
+        fi
+        total="$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")"
         echo "$((total - failed)) passed, $failed failed"
     elif grep -q 'No tests were found' "$1"; then
         echo "no tests found"

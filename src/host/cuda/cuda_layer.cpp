@@ -64,8 +64,14 @@ Status CudaLayer::create(const LayerOptions& options, std::shared_ptr<Workspace>
     }
     MOK_RETURN_IF_ERROR(LayerConstants::create(layer->dims_, scratch, &layer->constants_));
     layer->timeline_ = std::make_unique<StageTimeline>(options.config.record_stage_times);
-    StepsSetup setup{layer->dims_,   options.config,     layer->layout_,
-                     cuda_workspace, &layer->constants_, layer->timeline_.get()};
+    MOK_RETURN_IF_ERROR(SideStream::create(&layer->side_stream_));
+    int num_sms = 0;
+    const cudaError_t error = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device.index);
+    if (error != cudaSuccess) {
+        return {StatusCode::kCudaError, std::string("reading the device's SM count: ") + cudaGetErrorString(error)};
+    }
+    StepsSetup setup{layer->dims_,       options.config,         layer->layout_,       cuda_workspace,
+                     &layer->constants_, layer->timeline_.get(), &layer->side_stream_, num_sms};
     layer->steps_ = real_ranks ? make_nccl_steps(setup) : make_virtual_steps(setup);
     *out = std::move(layer);
     return Status::ok();

@@ -10,6 +10,7 @@
 #include "host/cuda/layer_constants.hpp"
 #include "host/cuda/layer_layout.hpp"
 #include "host/cuda/layer_steps.hpp"
+#include "host/cuda/side_stream.hpp"
 #include "host/cuda/stage_timeline.hpp"
 
 namespace mok::cuda {
@@ -43,6 +44,7 @@ class CudaLayer final : public api::CheckedLayer {
     ContextLayout context_layout_;
     LayerConstants constants_;
     std::unique_ptr<StageTimeline> timeline_;  // before steps_, which points at it
+    SideStream side_stream_;                   // likewise
     std::unique_ptr<LayerSteps> steps_;
 };
 

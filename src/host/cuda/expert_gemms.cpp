@@ -14,21 +14,31 @@ Status timed(const RankGemms& g, const char* stage, Status enqueued) {
     return g.timeline->record(stage, g.launch.stream, std::move(enqueued));
 }
 
+gemm::WeightGradMode weight_grad_mode(const BackwardArgs& args) {
+    return args.grad_mode == GradMode::kFresh ? gemm::WeightGradMode::kFresh : gemm::WeightGradMode::kAccumulate;
+}
+
 }  // namespace
 
-Status forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
+Status routed_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
     const ContextBuffers& c = g.context;
     const ScratchBuffers& s = g.scratch;
     MOK_RETURN_IF_ERROR(timed(
         g, "gate_up_swiglu",
         gemm::gate_up_swiglu(
             {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width}, g.launch)));
-    if (outputs) {
-        MOK_RETURN_IF_ERROR(timed(
-            g, "down",
-            gemm::down_projection(
-                {g.routed, c.h, bf16(in.experts.down), s.out_rows, g.hidden, nullptr, g.hidden, g.width}, g.launch)));
+    if (!outputs) {
+        return Status::ok();
     }
+    return timed(
+        g, "down",
+        gemm::down_projection({g.routed, c.h, bf16(in.experts.down), s.out_rows, g.hidden, nullptr, g.hidden, g.width},
+                              g.launch));
+}
+
+Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
+    const ContextBuffers& c = g.context;
+    const ScratchBuffers& s = g.scratch;
     for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeights& w = in.shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
@@ -46,15 +56,14 @@ Status forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
     return Status::ok();
 }
 
-Status backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
+Status routed_backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
     const ContextBuffers& c = g.context;
     const ScratchBuffers& s = g.scratch;
-    const gemm::WeightGradMode mode =
-        args.grad_mode == GradMode::kFresh ? gemm::WeightGradMode::kFresh : gemm::WeightGradMode::kAccumulate;
+    const gemm::WeightGradMode mode = weight_grad_mode(args);
     const cudaStream_t stream = g.launch.stream;
 
-    // Routed experts. out_rows first holds bf16(w dy), the operand of dW_down, and is then overwritten by the
-    // dx rows: weight_grad_down has read it by then (stream order).
+    // out_rows first holds bf16(w dy), the operand of dW_down, and is then overwritten by the dx rows:
+    // weight_grad_down has read it by then (stream order).
     MOK_RETURN_IF_ERROR(timed(g, "dgrad_down",
                               gemm::dgrad_down({g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu,
                                                 s.partials, g.hidden, g.width},
@@ -72,33 +81,47 @@ Status backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardAr
                               gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up),
                                                    s.out_rows, g.hidden, nullptr, g.hidden, g.width},
                                                   g.launch)));
-    MOK_RETURN_IF_ERROR(timed(g, "weight_grad_gate_up",
-                              gemm::weight_grad_gate_up({g.routed, s.dgu, c.x_rows, args.d_experts.gate.data,
-                                                         args.d_experts.up.data, mode, g.hidden, g.width},
-                                                        g.launch)));
+    return timed(g, "weight_grad_gate_up",
+                 gemm::weight_grad_gate_up({g.routed, s.dgu, c.x_rows, args.d_experts.gate.data, args.d_experts.up.data,
+                                            mode, g.hidden, g.width},
+                                           g.launch));
+}
 
-    // Shared experts, router weight 1: their scaled dy is dy itself (bf16(1 * v) = v), so dW_down reads dy.
-    // The dg|du and partial buffers are the routed experts' again, which weight_grad_gate_up has finished with.
+// Shared experts, router weight 1: their scaled dy is dy itself (bf16(1 * v) = v), so dW_down reads dy.
+Status shared_backward_dgrads(const RankGemms& g, const RankInputs& in) {
+    const ContextBuffers& c = g.context;
+    const ScratchBuffers& s = g.scratch;
     for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeights& w = in.shared[e];
+        const auto width = static_cast<int32_t>(g.shared_widths[e]);
+        MOK_RETURN_IF_ERROR(
+            timed(g, "shared_dgrad_down",
+                  gemm::dgrad_down({g.shared, s.dense_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight,
+                                    s.shared_dgu[e], s.shared_partials, g.hidden, width},
+                                   g.launch)));
+        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
+                                  gemm::dgrad_gate_up({g.shared, s.shared_dgu[e], bf16(w.gate), bf16(w.up),
+                                                       s.shared_out[e], g.hidden, nullptr, g.hidden, width},
+                                                      g.launch)));
+    }
+    return Status::ok();
+}
+
+Status shared_weight_grads(const RankGemms& g, const BackwardArgs& args) {
+    const ContextBuffers& c = g.context;
+    const ScratchBuffers& s = g.scratch;
+    const gemm::WeightGradMode mode = weight_grad_mode(args);
+    for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeightGrads& d = args.d_shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
-        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_down",
-                                  gemm::dgrad_down({g.shared, s.dense_dy, bf16(w.down), c.shared_gu[e],
-                                                    g.shared_row_weight, s.dgu, s.partials, g.hidden, width},
-                                                   g.launch)));
         MOK_RETURN_IF_ERROR(
             timed(g, "shared_weight_grad_down",
-                  gemm::weight_grad_down({g.shared, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
-                                         g.launch)));
-        MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
-                                  gemm::dgrad_gate_up({g.shared, s.dgu, bf16(w.gate), bf16(w.up), s.shared_out[e],
-                                                       g.hidden, nullptr, g.hidden, width},
-                                                      g.launch)));
-        MOK_RETURN_IF_ERROR(
-            timed(g, "shared_weight_grad_gate_up",
-                  gemm::weight_grad_gate_up({g.shared, s.dgu, s.dense_x, d.gate.data, d.up.data, mode, g.hidden, width},
-                                            g.launch)));
+                  gemm::weight_grad_down(
+                      {g.shared_gated, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width}, g.launch)));
+        MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_gate_up",
+                                  gemm::weight_grad_gate_up({g.shared_gated, s.shared_dgu[e], s.dense_x, d.gate.data,
+                                                             d.up.data, mode, g.hidden, width},
+                                                            g.launch)));
     }
     return Status::ok();
 }

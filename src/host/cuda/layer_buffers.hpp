@@ -27,6 +27,8 @@ struct ScratchBuffers {
     float* partials;
     float* d_row_weight;
     std::vector<__nv_bfloat16*> shared_out;
+    std::vector<__nv_bfloat16*> shared_dgu;
+    float* shared_partials;
     int32_t* gate_rows;
     int32_t* gate_segment_rows;
 
@@ -42,6 +44,10 @@ struct ScratchBuffers {
         for (const Region& region : l.shared_out) {
             b.shared_out.push_back(at<__nv_bfloat16>(base, region));
         }
+        for (const Region& region : l.shared_dgu) {
+            b.shared_dgu.push_back(at<__nv_bfloat16>(base, region));
+        }
+        b.shared_partials = at<float>(base, l.shared_partials);
         b.gate_rows = at<int32_t>(base, l.gate_rows);
         b.gate_segment_rows = at<int32_t>(base, l.gate_segment_rows);
         return b;

@@ -24,6 +24,7 @@ Status LayerConstants::create(const LayerDims& dims, const std::vector<ScratchBu
     layout::RegionAllocator a;
     const Region tile_expert = a.take(static_cast<uint64_t>(tiles) * sizeof(int32_t));
     const Region segment_begin = a.take(sizeof(int32_t));
+    const Region row_counts = a.take(2 * sizeof(int32_t));
     const Region ones = a.take(static_cast<uint64_t>(dims.padded_tokens) * sizeof(float));
     const Region pointers = a.take(static_cast<uint64_t>(dims.num_local_ranks) * num_shared * sizeof(uint16_t*));
 
@@ -38,6 +39,7 @@ Status LayerConstants::create(const LayerDims& dims, const std::vector<ScratchBu
     c.tile_expert_ = at<int32_t>(base, tile_expert);
     c.segment_begin_ = at<int32_t>(base, segment_begin);
     c.ones_ = at<float>(base, ones);
+    c.row_counts_ = at<int32_t>(base, row_counts);
     c.shared_rows_ = at<const uint16_t*>(base, pointers);
     c.num_shared_ = num_shared;
 
@@ -46,6 +48,8 @@ Status LayerConstants::create(const LayerDims& dims, const std::vector<ScratchBu
     MOK_RETURN_IF_ERROR(upload(c.tile_expert_, zeros.data(), zeros.size() * sizeof(int32_t)));
     const int32_t first_row = 0;
     MOK_RETURN_IF_ERROR(upload(c.segment_begin_, &first_row, sizeof(first_row)));
+    const int32_t counts[2] = {static_cast<int32_t>(dims.padded_tokens), static_cast<int32_t>(dims.tokens)};
+    MOK_RETURN_IF_ERROR(upload(c.row_counts_, counts, sizeof(counts)));
     const std::vector<float> weights(static_cast<size_t>(dims.padded_tokens), 1.0f);
     MOK_RETURN_IF_ERROR(upload(c.ones_, weights.data(), weights.size() * sizeof(float)));
     std::vector<const uint16_t*> rows;
@@ -76,6 +80,7 @@ LayerConstants& LayerConstants::operator=(LayerConstants&& other) noexcept {
     std::swap(tile_expert_, other.tile_expert_);
     std::swap(segment_begin_, other.segment_begin_);
     std::swap(ones_, other.ones_);
+    std::swap(row_counts_, other.row_counts_);
     std::swap(shared_rows_, other.shared_rows_);
     std::swap(num_shared_, other.num_shared_);
     return *this;

@@ -89,19 +89,24 @@ ScratchLayout ScratchLayout::make(const LayerDims& d) {
     ScratchLayout l;
     layout::RegionAllocator a;
     const bool shared = d.num_shared() > 0;
-    const int64_t rows = shared ? std::max(d.capacity_rows, d.padded_tokens) : d.capacity_rows;
-    const int64_t width = std::max(d.width, d.max_shared_width());
-    const int64_t tiles = gemm::router_partial_tiles(static_cast<int32_t>(width));
+    const auto partial_tiles = [](int64_t width) {
+        return static_cast<uint64_t>(gemm::router_partial_tiles(static_cast<int32_t>(width)));
+    };
     l.dense_x = a.take(shared ? bf16_bytes(d.padded_tokens, d.hidden) : 0);
     l.dense_dy = a.take(shared ? bf16_bytes(d.padded_tokens, d.hidden) : 0);
     l.grad_rows = a.take(bf16_bytes(d.capacity_rows, d.hidden));
     l.out_rows = a.take(bf16_bytes(d.capacity_rows, d.hidden));
-    l.dgu = a.take(bf16_bytes(rows, 2 * width));
-    l.partials = a.take(static_cast<uint64_t>(rows) * static_cast<uint64_t>(tiles) * sizeof(float));
+    l.dgu = a.take(bf16_bytes(d.capacity_rows, 2 * d.width));
+    l.partials = a.take(static_cast<uint64_t>(d.capacity_rows) * partial_tiles(d.width) * sizeof(float));
     l.d_row_weight = a.take(static_cast<uint64_t>(d.capacity_rows) * sizeof(float));
     for (int32_t s = 0; s < d.num_shared(); ++s) {
         l.shared_out.push_back(a.take(bf16_bytes(d.padded_tokens, d.hidden)));
     }
+    for (int64_t width : d.shared_widths) {
+        l.shared_dgu.push_back(a.take(bf16_bytes(d.padded_tokens, 2 * width)));
+    }
+    l.shared_partials = a.take(
+        shared ? static_cast<uint64_t>(d.padded_tokens) * partial_tiles(d.max_shared_width()) * sizeof(float) : 0);
     l.gate_rows = a.take(kGateWords * sizeof(int32_t));
     l.gate_segment_rows = a.take(static_cast<uint64_t>(d.num_local_experts) * sizeof(int32_t));
     l.bytes = a.next;

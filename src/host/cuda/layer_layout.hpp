@@ -87,10 +87,15 @@ struct ScratchLayout {
     Region grad_rows;                // [C, H] bf16: the dispatched dy rows (the kGrads ring)
     Region out_rows;                 // [C, H] bf16: forward expert outputs by owner row; backward bf16(w dy), then
                                      // the dx rows (weight_grad_down has read the former before dgrad_gate_up writes)
-    Region dgu;                      // [max(C, T_pad), 2, max(I, I_s)] bf16: dg|du, routed then each shared expert
-    Region partials;                 // [max(C, T_pad), max N tiles] fp32: router-gradient partials of dgrad_down
+    Region dgu;                      // [C, 2, I] bf16: dg|du of the routed experts
+    Region partials;                 // [C, N tiles of I] fp32: router-gradient partials of the routed dgrad_down
     Region d_row_weight;             // [C] fp32: d router weight of each owner row (pushed with the dx rows)
     std::vector<Region> shared_out;  // [T_pad, H] bf16 per shared expert: output (forward) or dx rows (backward)
+    // The shared experts' dgrads may run beside the routed experts' GEMMs (docs/layer.md, "Kernel sequence"), so
+    // they write buffers of their own; their weight gradients read shared_dgu[s] after the routed GEMMs.
+    std::vector<Region> shared_dgu;  // [T_pad, 2, I_s] bf16 per shared expert: its dg|du
+    Region shared_partials;          // [T_pad, N tiles of max I_s] fp32: written by the shared dgrad_down, never read
+                                     // (the shared experts' router weight is the constant 1)
     Region gate_rows;                // [kGateWords] int32: the row gate's counts (device/layer/row_gate.hpp)
     Region gate_segment_rows;        // [E/R] int32: the routed experts' segment rows for the GEMMs
     uint64_t bytes = 0;

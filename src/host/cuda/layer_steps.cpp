@@ -18,6 +18,9 @@ using layout::TransportPass;
 
 // Dispatch and push blocks per rank when Config leaves it to mok: the copy kernels fill NVLink at 12-16 SMs.
 constexpr int32_t kDefaultCommBlocks = 16;
+// The shared experts run beside the transport only when they keep at least 1 / kMinSharedSmShare of the SMs:
+// with fewer (many virtual ranks' copy blocks on one GPU) they would outlast the transport they hide behind.
+constexpr int32_t kMinSharedSmShare = 2;
 constexpr uint64_t kNanosPerMilli = 1'000'000;
 constexpr int64_t kBf16Bytes = 2;
 
@@ -69,6 +72,16 @@ class StepsImpl final : public LayerSteps {
                             std::span<const TensorView* const> d_weights, int32_t blocks, cudaStream_t stream);
     // Copies each rank's own [T, H] rows into its window (and, with shared experts, into its dense scratch).
     Status stage(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
+    // SMs the shared experts' GEMMs get on the side stream while the transport's `comm_blocks` per rank copy,
+    // or 0 when they run on the main stream after the routed experts (no shared experts; too few SMs left;
+    // stage times, which charge each stage its own time only in a single stream).
+    int32_t shared_overlap_sms(int32_t comm_blocks) const;
+    // Enqueues shared(stream, num_sms) and routed(). With overlap_sms > 0 the shared work goes on the side stream
+    // with that many SMs, forked from `stream` first and joined back after routed() -- joined even when an
+    // enqueue failed, so that a capture of `stream` never ends with the side stream's work unjoined. With 0,
+    // routed() and then the shared work on `stream` with every SM.
+    template <typename Shared, typename Routed>
+    Status beside(int32_t overlap_sms, cudaStream_t stream, Shared&& shared, Routed&& routed);
 
     LayerDims dims_;
     Config config_;
@@ -78,6 +91,8 @@ class StepsImpl final : public LayerSteps {
     char* base_;
     const LayerConstants* constants_;
     StageTimeline* timeline_;
+    SideStream* side_stream_;
+    int32_t num_sms_;
     std::vector<Peers> peers_;
     std::vector<layout::LocalBuffers> state_;  // per rank: its persistent local block (RankStateLayout)
     std::vector<ScratchBuffers> scratch_;
@@ -93,6 +108,8 @@ StepsImpl<Peers>::StepsImpl(const StepsSetup& setup, std::vector<Peers> peers)
       base_(setup.workspace->base()),
       constants_(setup.constants),
       timeline_(setup.timeline),
+      side_stream_(setup.side_stream),
+      num_sms_(setup.num_sms),
       peers_(std::move(peers)) {
     for (int32_t local = 0; local < num_ranks(); ++local) {
         state_.push_back(layout::LocalBuffers::bind(layout_.state.local, base_ + layout_.state_offset(local)));
@@ -165,10 +182,13 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
                        c.plan.segment_begin + first_expert, s.gate_segment_rows};
     g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);
     g.routed.num_experts = dims_.num_local_experts;
-    g.shared.groups = {s.gate_rows + ScratchLayout::kGateSharedRows, constants_->shared_tile_expert(),
-                       constants_->shared_segment_begin(), s.gate_rows + ScratchLayout::kGateSharedSegmentRows};
+    g.shared.groups = {constants_->shared_padded_rows(), constants_->shared_tile_expert(),
+                       constants_->shared_segment_begin(), constants_->shared_segment_rows()};
     g.shared.capacity_rows = static_cast<int32_t>(dims_.padded_tokens);
     g.shared.num_experts = 1;
+    g.shared_gated = g.shared;
+    g.shared_gated.groups.num_padded_rows = s.gate_rows + ScratchLayout::kGateSharedRows;
+    g.shared_gated.groups.segment_rows = s.gate_rows + ScratchLayout::kGateSharedSegmentRows;
     g.hidden = static_cast<int32_t>(dims_.hidden);
     g.width = static_cast<int32_t>(dims_.width);
     g.shared_widths = dims_.shared_widths;
@@ -201,6 +221,32 @@ Status StepsImpl<Peers>::stage(comm::SourceRows which, std::span<const TensorVie
 }
 
 template <typename Peers>
+int32_t StepsImpl<Peers>::shared_overlap_sms(int32_t comm_blocks) const {
+    const int32_t free_sms = num_sms_ - num_ranks() * comm_blocks;
+    if (dims_.num_shared() == 0 || timeline_->enabled() || free_sms * kMinSharedSmShare < num_sms_) {
+        return 0;
+    }
+    return free_sms;
+}
+
+template <typename Peers>
+template <typename Shared, typename Routed>
+Status StepsImpl<Peers>::beside(int32_t overlap_sms, cudaStream_t stream, Shared&& shared, Routed&& routed) {
+    if (overlap_sms == 0) {
+        MOK_RETURN_IF_ERROR(routed());
+        return shared(stream, 0);
+    }
+    MOK_RETURN_IF_ERROR(side_stream_->fork(stream));
+    Status enqueued = shared(side_stream_->stream(), overlap_sms);
+    if (enqueued.is_ok()) {
+        enqueued = routed();
+    }
+    const Status joined = side_stream_->join(stream);
+    MOK_RETURN_IF_ERROR(enqueued);
+    return joined;
+}
+
+template <typename Peers>
 Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std::span<const TensorView* const> y,
                                  const CudaContext& context, cudaStream_t stream) {
     const bool outputs = !y.empty();
@@ -214,17 +260,32 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     timeline_->begin(outputs ? "forward" : "recompute", stream);
     // The x rows go into the window before the exchange, whose route-ready flag also announces them.
     MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage(comm::SourceRows::kTokens, x, stream)));
-    MOK_RETURN_IF_ERROR(
-        timeline_->record("routing_exchange", stream, comm::enqueue_routing_exchange(group, routing.data(), stream)));
-    MOK_RETURN_IF_ERROR(timeline_->record("plan", stream, comm::enqueue_plan(group, stream)));
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
-    MOK_RETURN_IF_ERROR(timeline_->record(
-        "dispatch", stream, comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream)));
-    MOK_RETURN_IF_ERROR(
-        timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, true), stream)));
-    for (int32_t local = 0; local < num_ranks(); ++local) {
-        MOK_RETURN_IF_ERROR(forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
-    }
+    // The shared experts need only the staged x: beside the exchange, the plan and the dispatch, on the SMs those
+    // leave idle.
+    auto shared = [&](cudaStream_t on, int32_t num_sms) {
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            RankGemms g = rank_gemms(local, context, on);
+            g.launch.num_sms = num_sms;
+            MOK_RETURN_IF_ERROR(shared_forward_gemms(g, *inputs[local], outputs));
+        }
+        return Status::ok();
+    };
+    auto routed = [&] {
+        MOK_RETURN_IF_ERROR(timeline_->record("routing_exchange", stream,
+                                              comm::enqueue_routing_exchange(group, routing.data(), stream)));
+        MOK_RETURN_IF_ERROR(timeline_->record("plan", stream, comm::enqueue_plan(group, stream)));
+        MOK_RETURN_IF_ERROR(
+            timeline_->record("dispatch", stream,
+                              comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream)));
+        MOK_RETURN_IF_ERROR(
+            timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, true), stream)));
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(routed_forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
+        }
+        return Status::ok();
+    };
+    MOK_RETURN_IF_ERROR(beside(shared_overlap_sms(blocks), stream, shared, routed));
     if (!outputs) {
         // Nothing of the recompute waits for the peers after its dispatch (no push, no combine): the barrier
         // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
@@ -258,22 +319,40 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         }
     }
     timeline_->mark("stage_dy", stream);
-    // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no earlier
-    // pass used (another layer's backward may have run since this layer's forward). The barrier then stands in
-    // for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting exchange slots
-    // a slow rank's planner still reads (docs/layer.md, "Steps").
-    MOK_RETURN_IF_ERROR(
-        timeline_->record("routing_exchange", stream, comm::enqueue_routing_exchange(group, routing.data(), stream)));
-    MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
-    MOK_RETURN_IF_ERROR(timeline_->record("barrier_and_announce", stream, comm::enqueue_grads_announce(group, stream)));
     const int32_t blocks = comm_blocks(config_.num_comm_sms_backward);
-    MOK_RETURN_IF_ERROR(timeline_->record(
-        "dispatch", stream,
-        comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream)));
-    MOK_RETURN_IF_ERROR(
-        timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, false), stream)));
+    // The shared experts' dgrads need only the staged dy and x and the context: beside the exchange and the
+    // dispatch. Their weight gradients wait for the row gate (a failed step adds nothing to main_grad).
+    auto shared = [&](cudaStream_t on, int32_t num_sms) {
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            RankGemms g = rank_gemms(local, context, on);
+            g.launch.num_sms = num_sms;
+            MOK_RETURN_IF_ERROR(shared_backward_dgrads(g, inputs[local]));
+        }
+        return Status::ok();
+    };
+    auto routed = [&] {
+        // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no
+        // earlier pass used (another layer's backward may have run since this layer's forward). The barrier then
+        // stands in for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting
+        // exchange slots a slow rank's planner still reads (docs/layer.md, "Steps").
+        MOK_RETURN_IF_ERROR(timeline_->record("routing_exchange", stream,
+                                              comm::enqueue_routing_exchange(group, routing.data(), stream)));
+        MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
+        MOK_RETURN_IF_ERROR(
+            timeline_->record("barrier_and_announce", stream, comm::enqueue_grads_announce(group, stream)));
+        MOK_RETURN_IF_ERROR(timeline_->record(
+            "dispatch", stream,
+            comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream)));
+        MOK_RETURN_IF_ERROR(
+            timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, false), stream)));
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(routed_backward_gemms(rank_gemms(local, context, stream), inputs[local], args[local]));
+        }
+        return Status::ok();
+    };
+    MOK_RETURN_IF_ERROR(beside(shared_overlap_sms(blocks), stream, shared, routed));
     for (int32_t local = 0; local < num_ranks(); ++local) {
-        MOK_RETURN_IF_ERROR(backward_gemms(rank_gemms(local, context, stream), inputs[local], args[local]));
+        MOK_RETURN_IF_ERROR(shared_weight_grads(rank_gemms(local, context, stream), args[local]));
     }
     std::vector<const TensorView*> dx;
     std::vector<const TensorView*> d_weights;

@@ -22,6 +22,7 @@
 #include "host/cuda/cuda_workspace.hpp"
 #include "host/cuda/layer_constants.hpp"
 #include "host/cuda/layer_layout.hpp"
+#include "host/cuda/side_stream.hpp"
 #include "host/cuda/stage_timeline.hpp"
 #include "mok/layer.hpp"
 
@@ -47,6 +48,8 @@ struct StepsSetup {
     CudaWorkspace* workspace = nullptr;
     const LayerConstants* constants = nullptr;
     StageTimeline* timeline = nullptr;  // the layer's; records only when Config::record_stage_times
+    SideStream* side_stream = nullptr;  // the layer's, for the shared experts (docs/layer.md, "Kernel sequence")
+    int32_t num_sms = 0;                // SMs of the layer's device
 };
 
 // Virtual ranks: every EP rank on this GPU. Real ranks: one, through the workspace's NCCL window.

@@ -38,6 +38,8 @@ class StageTimeline {
         }
         return enqueued;
     }
+    // Whether passes are timed at all (Config::record_stage_times).
+    bool enabled() const { return enabled_; }
     // Folds every pass whose events completed into the sums and returns them, in order of first appearance.
     std::vector<StageTime> totals();
 

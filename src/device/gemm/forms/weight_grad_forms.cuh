@@ -64,10 +64,10 @@ struct WeightGradGateUpForm {
     }
 
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t*) {
+                                    int thread_in_wg, uint8_t* staging) {
         const int half = t.m_idx < tiles_per_half(p) ? 0 : 1;
         const int m = (t.m_idx - half * tiles_per_half(p)) * BLOCK_M;
-        epilogue::weight_grad_epilogue<kMode>(half == 0 ? p.d_gate : p.d_up, t, m, acc, wg, thread_in_wg);
+        epilogue::weight_grad_epilogue<kMode>(half == 0 ? p.d_gate : p.d_up, t, m, acc, wg, thread_in_wg, staging);
     }
 };
 
@@ -108,8 +108,8 @@ struct WeightGradDownForm {
     }
 
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t*) {
-        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, wg, thread_in_wg);
+                                    int thread_in_wg, uint8_t* staging) {
+        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, wg, thread_in_wg, staging);
     }
 };
 
