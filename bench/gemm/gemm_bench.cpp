@@ -92,7 +92,8 @@ struct Problem {
           partials(0, static_cast<size_t>(rows) * gemm::router_partial_tiles(width)),
           d_router(0, rows),
           tables(0, 1 + rows / kRowAlignment + 2 * num_experts),
-          status(0, 1) {
+          status(0, 1),
+          wave_counter(0, 1) {
         const float input_scale = 1.0f / std::sqrt(static_cast<float>(hidden));
         const float width_scale = 1.0f / std::sqrt(static_cast<float>(width));
         uint64_t seed = kSeed;
@@ -136,6 +137,7 @@ struct Problem {
     DeviceBuffer<float> d_gate, d_up, d_down, row_weight, partials, d_router;
     DeviceBuffer<int32_t> tables;
     DeviceBuffer<DeviceStatus> status;
+    DeviceBuffer<uint32_t> wave_counter;  // the launches align their waves, as the layer's do
     gemm::GroupedRowSpace space{};
 };
 
@@ -301,6 +303,7 @@ std::vector<Form> forms(Problem& p) {
         gemm::LaunchConfig l;
         l.stream = stream;
         l.status = p.status.get();
+        l.wave_counter = p.wave_counter.get();
         return l;
     };
     std::vector<Form> out;

@@ -94,7 +94,7 @@ Status check_shape(const GroupedRowSpace& rows, int32_t hidden, int32_t width, c
 }
 
 KernelCommon common_of(const LaunchConfig& launch) {
-    return {launch.status, launch.rank, launch.timeout_ns};
+    return {launch.status, launch.rank, launch.timeout_ns, launch.wave_counter};
 }
 
 template <class Form>
@@ -106,6 +106,10 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
         cuda_status(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
     const int grid = launch.num_sms > 0 && launch.num_sms < num_sms ? launch.num_sms : num_sms;
     MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<grouped_gemm_kernel<Form>>());
+    if (launch.wave_counter != nullptr) {
+        MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(launch.wave_counter, 0, sizeof(uint32_t), launch.stream),
+                                        "zeroing the wave counter"));
+    }
     grouped_gemm_kernel<Form><<<grid, kNumThreads, kGemmSharedBytes, launch.stream>>>(params);
     return cuda_status(cudaGetLastError(), "launching a grouped GEMM");
 }

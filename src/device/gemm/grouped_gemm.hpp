@@ -26,6 +26,10 @@ struct LaunchConfig {
     DeviceStatus* status = nullptr;  // error record (device memory), required
     int32_t rank = 0;                // EP rank, for error reports
     uint64_t timeout_ns = 5'000'000'000ull;
+    // A device word the launch zeroes (stream-ordered) and WaveSync counts in, aligning the persistent grid's
+    // waves so that CTAs sharing a weight tile read it from L2 (docs/gemm.md, "Waves"); nullptr leaves them
+    // unaligned. Changes no result. Launches that may run at the same time need words of their own.
+    uint32_t* wave_counter = nullptr;
 };
 
 struct GroupedRowSpace {

@@ -23,14 +23,16 @@
 #include "device/ptx/warpgroup.cuh"
 #include "device/ptx/wgmma.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
+#include "device/scheduler/wave_sync.cuh"
 
 namespace mok::gemm {
 
-// Parameters every form carries: where to report a failed wait.
+// Parameters every form carries: where to report a failed wait, and the wave counter.
 struct KernelCommon {
-    DeviceStatus* status;  // the launch's error record
-    int32_t rank;          // EP rank, for the report
-    uint64_t timeout_ns;   // budget of each bounded wait
+    DeviceStatus* status;    // the launch's error record
+    int32_t rank;            // EP rank, for the report
+    uint64_t timeout_ns;     // budget of each bounded wait
+    uint32_t* wave_counter;  // WaveSync's count, zeroed before the launch; nullptr: waves not aligned
 };
 
 using Pipeline = pipeline::TmaPipeline<kStages, kNumConsumerWarps>;
@@ -58,8 +60,11 @@ template <class Form>
 __device__ void run_producer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
                              const device::WaitContext& wait_ctx) {
     auto scheduler = Form::make_scheduler(params);
+    WaveSync waves(params.common.wave_counter, scheduler.num_tiles());
     Pipeline::State state;
-    for (Tile tile; scheduler.next(tile);) {
+    int32_t wave = 0;
+    for (Tile tile; scheduler.next(tile); ++wave) {
+        waves.start_tile(wave);
         for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
             if (!pipe.producer_acquire(wait_ctx, state)) {
                 return;

@@ -75,6 +75,21 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* ptr, uint32_t
     return previous;
 }
 
+// Adds `value` and returns the previous value; relaxed at GPU scope. For counters that only pace work and guard
+// no data (gemm::WaveSync), so they need no ordering.
+__device__ __forceinline__ uint32_t atom_add_relaxed_gpu(uint32_t* ptr, uint32_t value) {
+    uint32_t previous;
+    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(previous) : "l"(ptr), "r"(value) : "memory");
+    return previous;
+}
+
+// Relaxed 32-bit read at GPU scope: the poll of such a counter.
+__device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* ptr) {
+    uint32_t value;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(ptr) : "memory");
+    return value;
+}
+
 // ---- Fences. ----
 
 // Acquire-release fence at system scope. After relaxed polls it is the acquire half of "observe"; before

@@ -38,10 +38,10 @@ class GroupedRowScheduler {
           next_(static_cast<int32_t>(blockIdx.x)) {}
 
     __device__ int32_t num_n_tiles() const { return num_n_tiles_; }
+    __device__ int32_t num_tiles() const { return num_m_tiles_ * num_n_tiles_; }
 
     __device__ bool next(Tile& tile) {
-        const int32_t num_tiles = num_m_tiles_ * num_n_tiles_;
-        if (next_ >= num_tiles) {
+        if (next_ >= num_tiles()) {
             return false;
         }
         const int32_t band_size = kBandTiles * num_n_tiles_;
@@ -80,9 +80,11 @@ class ExpertWeightScheduler {
           num_n_tiles_((n_extent + BLOCK_N - 1) / BLOCK_N),
           next_(static_cast<int32_t>(blockIdx.x)) {}
 
+    __device__ int32_t num_tiles() const { return num_experts_ * num_m_tiles_ * num_n_tiles_; }
+
     __device__ bool next(Tile& tile) {
         const int32_t tiles_per_expert = num_m_tiles_ * num_n_tiles_;
-        if (next_ >= num_experts_ * tiles_per_expert) {
+        if (next_ >= num_tiles()) {
             return false;
         }
         tile.expert = next_ / tiles_per_expert;

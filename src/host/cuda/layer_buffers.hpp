@@ -31,6 +31,7 @@ struct ScratchBuffers {
     float* shared_partials;
     int32_t* gate_rows;
     int32_t* gate_segment_rows;
+    uint32_t* wave_counters;
 
     static ScratchBuffers bind(const ScratchLayout& l, void* base) {
         ScratchBuffers b;
@@ -50,6 +51,7 @@ struct ScratchBuffers {
         b.shared_partials = at<float>(base, l.shared_partials);
         b.gate_rows = at<int32_t>(base, l.gate_rows);
         b.gate_segment_rows = at<int32_t>(base, l.gate_segment_rows);
+        b.wave_counters = at<uint32_t>(base, l.wave_counters);
         return b;
     }
 };

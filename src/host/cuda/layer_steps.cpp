@@ -178,6 +178,7 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.launch.status = state_[local].status;
     g.launch.rank = rank_of(local);
     g.launch.timeout_ns = timeout_ns();
+    g.launch.wave_counter = s.wave_counters + ScratchLayout::kRoutedWaveCounter;
     g.routed.groups = {s.gate_rows + ScratchLayout::kGateRoutedRows, c.plan.tile_expert,
                        c.plan.segment_begin + first_expert, s.gate_segment_rows};
     g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);
@@ -267,6 +268,7 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         for (int32_t local = 0; local < num_ranks(); ++local) {
             RankGemms g = rank_gemms(local, context, on);
             g.launch.num_sms = num_sms;
+            g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSharedWaveCounter;
             MOK_RETURN_IF_ERROR(shared_forward_gemms(g, *inputs[local], outputs));
         }
         return Status::ok();
@@ -326,6 +328,7 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         for (int32_t local = 0; local < num_ranks(); ++local) {
             RankGemms g = rank_gemms(local, context, on);
             g.launch.num_sms = num_sms;
+            g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSharedWaveCounter;
             MOK_RETURN_IF_ERROR(shared_backward_dgrads(g, inputs[local]));
         }
         return Status::ok();

@@ -218,9 +218,15 @@ std::string describe(const GemmShape& shape, Values values) {
 }
 
 gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
+    // One word for the whole test program: its launches run one after another on the default stream.
+    static uint32_t* const wave_counter = [] {
+        void* word = nullptr;
+        return cudaMalloc(&word, sizeof(uint32_t)) == cudaSuccess ? static_cast<uint32_t*>(word) : nullptr;
+    }();
     gemm::LaunchConfig launch;
     launch.status = status;
     launch.num_sms = num_sms;
+    launch.wave_counter = num_sms == 0 ? wave_counter : nullptr;
     return launch;
 }
 

@@ -110,7 +110,9 @@ std::vector<GemmShape> test_shapes(int32_t narrow_width);
 
 std::string describe(const GemmShape& shape, Values values);
 
-// A launch on `num_sms` SMs (0: all) reporting to `status`.
+// A launch on `num_sms` SMs (0: all) reporting to `status`. On all SMs it aligns its waves (a wave counter, as
+// the layer's launches do); on a given number it does not, so every "any grid gives the same bits" check also
+// compares wave alignment on and off.
 gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms);
 
 }  // namespace mok::test
