@@ -23,6 +23,8 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
   --gpus N           use GPUs 0..N-1 (default: all visible)
   --build-only       configure and build, nothing else
   --sass             count HGMMA, UTMALDG and local-memory (LDL/STL) instructions per kernel
+  --ncu-layer        profile the layer's grouped GEMMs with Nsight Compute (GPU 0, EP 1, one forward and one
+                     backward of mok-bench-layer --quick): DRAM bytes, throughputs and L2 hit rate per launch
   --build-dir DIR    build folder (default: build-gpu)
   --step-timeout S   seconds one step may take before it is stopped (default: 900)
   --dry-run          print the commands instead of running them
@@ -43,6 +45,7 @@ mode_args=()
 num_gpus=""
 build_only=0
 run_sass=0
+run_ncu_layer=0
 build_dir="build-gpu"
 step_timeout=900
 dry_run=0
@@ -60,6 +63,7 @@ while [[ $# -gt 0 ]]; do
         --gpus) num_gpus="${2:?--gpus needs a count}"; shift ;;
         --build-only) build_only=1; selected=1 ;;
         --sass) run_sass=1; selected=1 ;;
+        --ncu-layer) run_ncu_layer=1; selected=1 ;;
         --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift ;;
         --step-timeout) step_timeout="${2:?--step-timeout needs seconds}"; shift ;;
         --dry-run) dry_run=1 ;;
@@ -365,6 +369,45 @@ if [[ $run_sass -eq 1 ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------------------------
+# Nsight Compute: the layer's grouped GEMMs, one launch each of a forward and a backward (docs/gemm.md, "Waves").
+
+ncu_csv="$run_dir/ncu-layer.csv"
+ncu_report="$run_dir/ncu-layer.txt"
+# Launches profiled: the first forward's 4 GEMMs (routed and shared gate/up and down) and the first backward's 8.
+ncu_launches=12
+
+run_ncu_layer_step() {
+    local ncu bench
+    ncu="$(command -v ncu || true)"
+    [[ -z "$ncu" && -x /usr/local/cuda/bin/ncu ]] && ncu=/usr/local/cuda/bin/ncu
+    bench="$(find_program mok-bench-layer)"
+    if [[ -z "$ncu" ]]; then
+        skip_step ncu-layer "Nsight Compute (ncu) is not installed"
+        return
+    fi
+    if [[ -z "$bench" ]]; then
+        skip_step ncu-layer "mok-bench-layer is not built"
+        return
+    fi
+    # One GPU: the benchmark then runs EP 1 only. Its JSON goes to a scratch folder: profiled times are not results.
+    run_step ncu-layer env CUDA_VISIBLE_DEVICES=0 "$ncu" --kernel-name regex:grouped_gemm_kernel \
+        --launch-count "$ncu_launches" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --metrics dram__bytes_read.sum --csv --log-file "$ncu_csv" \
+        "$bench" --quick --reps 1 --warmup 0 --out "$run_dir/ncu-bench"
+    if [[ -n "$python" && -f "$ncu_csv" ]]; then
+        "$python" tools/ncu_summary.py "$ncu_csv" >"$ncu_report" 2>&1 || true
+    fi
+}
+
+if [[ $run_ncu_layer -eq 1 ]]; then
+    if [[ $dry_run -eq 1 || $build_ok -eq 1 ]]; then
+        run_ncu_layer_step
+    else
+        skip_step ncu-layer "the build failed"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
 # Collect: bench/results/, and one archive plus a summary under $OUT.
 
 summary_file="$run_dir/summary.txt"
@@ -395,6 +438,11 @@ fi
         echo
         echo "sass (per kernel):"
         sed 's/^/  /' "$sass_report"
+    fi
+    if [[ -f "$ncu_report" ]]; then
+        echo
+        echo "ncu (the layer's grouped GEMMs, EP 1):"
+        sed 's/^/  /' "$ncu_report"
     fi
     if [[ ${#result_files[@]} -gt 0 && -n "$python" ]]; then
         echo

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""One line per profiled kernel launch from an Nsight Compute CSV (ncu --csv): duration, DRAM bytes read, DRAM
+and SM throughput, L2 hit rate. tools/gpu_runner.sh --ncu-layer writes the CSV and runs this on it.
+
+    tools/ncu_summary.py ncu-layer.csv
+"""
+import argparse
+import csv
+import sys
+from collections import OrderedDict
+
+# CSV columns of ncu's --csv output (one row per metric of each launch).
+ID, KERNEL, GRID, METRIC, UNIT, VALUE = 0, 4, 8, 12, 13, 14
+FIGURES = [
+    ("Duration", "time"),
+    ("dram__bytes_read.sum", "DRAM read"),
+    ("DRAM Throughput", "DRAM %"),
+    ("Compute (SM) Throughput", "SM %"),
+    ("L2 Hit Rate", "L2 hit %"),
+]
+
+
+def number(text):
+    return float(text.replace(",", ""))
+
+
+def scaled(value, unit):
+    if unit in ("nsecond", "ns"):
+        return f"{value / 1e6:.3f} ms"
+    if unit == "usecond":
+        return f"{value / 1e3:.3f} ms"
+    if unit in ("byte", "Kbyte", "Mbyte", "Gbyte"):
+        factor = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}[unit]
+        return f"{value * factor / 1e9:.2f} GB"
+    return f"{value:.1f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("csv", help="ncu --csv output")
+    args = parser.parse_args()
+    launches = OrderedDict()
+    with open(args.csv, newline="") as f:
+        for row in csv.reader(f):
+            if len(row) <= VALUE or not row[ID].isdigit():
+                continue  # the profiler's own lines and the header
+            key = (int(row[ID]), row[KERNEL], row[GRID])
+            launches.setdefault(key, {})[row[METRIC]] = (row[VALUE], row[UNIT])
+    if not launches:
+        print("no profiled launches in", args.csv)
+        return 1
+    print("id  " + "  ".join(f"{label:>10}" for _, label in FIGURES) + "  grid        kernel")
+    for (launch, kernel, grid), metrics in launches.items():
+        cells = []
+        for metric, _ in FIGURES:
+            if metric in metrics:
+                value, unit = metrics[metric]
+                cells.append(f"{scaled(number(value), unit):>10}")
+            else:
+                cells.append(f"{'-':>10}")
+        print(f"{launch:<3} " + "  ".join(cells) + f"  {grid:<11} {kernel}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
