@@ -9,6 +9,7 @@
 #include "device/comm/rank_set.hpp"
 #include "device/comm/transport_launch.hpp"
 #include "device/comm/transport_params.cuh"
+#include "host/cuda/cuda_status.hpp"
 #include "mok/status.hpp"
 
 namespace mok::comm {
@@ -38,11 +39,6 @@ inline Status launch_status(const char* kernel) {
     return Status::ok();
 }
 
-inline Status cuda_status(cudaError_t error, const char* what) {
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
-    }
-    return Status::ok();
-}
+using host::cuda_status;
 
 }  // namespace mok::comm

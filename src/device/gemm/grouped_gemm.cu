@@ -9,6 +9,7 @@
 #include "device/gemm/forms/down_form.cuh"
 #include "device/gemm/forms/gate_up_form.cuh"
 #include "device/gemm/forms/weight_grad_forms.cuh"
+#include "host/cuda/cuda_status.hpp"
 #include "host/cuda/kernel_attributes.hpp"
 #include "host/cuda/tensor_map.hpp"
 
@@ -17,12 +18,7 @@ namespace {
 
 constexpr uint64_t kBf16 = 2;
 
-Status cuda_status(cudaError_t error, const char* what) {
-    if (error == cudaSuccess) {
-        return Status::ok();
-    }
-    return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
-}
+using host::cuda_status;
 
 // (rows, cols) row-major with `ld` elements between rows, loaded in boxes of (box_rows, box_cols).
 Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_cols, uint32_t box_rows,

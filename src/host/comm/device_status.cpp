@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "host/cuda/cuda_status.hpp"
+
 namespace mok::comm {
 
 Status status_from_device(const DeviceStatus& record) {
@@ -34,25 +36,18 @@ Status status_from_device(const DeviceStatus& record) {
 Status clear_device_status(std::span<DeviceStatus* const> records, cudaStream_t stream) {
     for (DeviceStatus* record : records) {
         const cudaError_t error = cudaMemsetAsync(record, 0, sizeof(DeviceStatus), stream);
-        if (error != cudaSuccess) {
-            return {StatusCode::kCudaError, std::string("clearing a DeviceStatus: ") + cudaGetErrorString(error)};
-        }
+        MOK_RETURN_IF_ERROR(host::cuda_status(error, "clearing a DeviceStatus"));
     }
     return Status::ok();
 }
 
 Status read_device_status(std::span<DeviceStatus* const> records, cudaStream_t stream) {
     cudaError_t error = cudaStreamSynchronize(stream);
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError,
-                std::string("waiting for the transport's stream: ") + cudaGetErrorString(error)};
-    }
+    MOK_RETURN_IF_ERROR(host::cuda_status(error, "waiting for the transport's stream"));
     for (DeviceStatus* record : records) {
         DeviceStatus host{};
         error = cudaMemcpy(&host, record, sizeof(host), cudaMemcpyDeviceToHost);
-        if (error != cudaSuccess) {
-            return {StatusCode::kCudaError, std::string("reading a DeviceStatus: ") + cudaGetErrorString(error)};
-        }
+        MOK_RETURN_IF_ERROR(host::cuda_status(error, "reading a DeviceStatus"));
         MOK_RETURN_IF_ERROR(status_from_device(host));
     }
     return Status::ok();

@@ -8,6 +8,7 @@
 
 #include "host/comm/device_status.hpp"
 #include "host/cuda/cuda_arguments.hpp"
+#include "host/cuda/cuda_status.hpp"
 #include "host/cuda/device_guard.hpp"
 
 namespace mok::cuda {
@@ -67,9 +68,7 @@ Status CudaLayer::create(const LayerOptions& options, std::shared_ptr<Workspace>
     MOK_RETURN_IF_ERROR(SideStream::create(&layer->side_stream_));
     int num_sms = 0;
     const cudaError_t error = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, options.device.index);
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError, std::string("reading the device's SM count: ") + cudaGetErrorString(error)};
-    }
+    MOK_RETURN_IF_ERROR(host::cuda_status(error, "reading the device's SM count"));
     StepsSetup setup{layer->dims_,       options.config,         layer->layout_,       cuda_workspace,
                      &layer->constants_, layer->timeline_.get(), &layer->side_stream_, num_sms};
     layer->steps_ = real_ranks ? make_nccl_steps(setup) : make_virtual_steps(setup);
@@ -150,10 +149,7 @@ Status CudaLayer::run_synchronize(void* stream) {
     Status cleared = comm::clear_device_status(records, as_stream(stream));
     if (cleared.is_ok()) {
         const cudaError_t error = cudaStreamSynchronize(as_stream(stream));
-        if (error != cudaSuccess) {
-            cleared = {StatusCode::kCudaError,
-                       std::string("clearing the DeviceStatus records: ") + cudaGetErrorString(error)};
-        }
+        cleared = host::cuda_status(error, "clearing the DeviceStatus records");
     }
     cuda_workspace().close_epoch(!first.is_ok() || !cleared.is_ok());
     return first.is_ok() ? cleared : first;

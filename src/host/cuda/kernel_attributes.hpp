@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "host/cuda/cuda_status.hpp"
 #include "mok/status.hpp"
 
 namespace mok::host {
@@ -30,8 +31,10 @@ Status once_per_device(PerDeviceOnce& state, SetUpFn&& set_up) {
     constexpr int kMaxDevices = 64;
     int device = 0;
     const cudaError_t error = cudaGetDevice(&device);
-    if (error != cudaSuccess || device >= kMaxDevices) {
-        return {StatusCode::kCudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(error)};
+    MOK_RETURN_IF_ERROR(cuda_status(error, "cudaGetDevice"));
+    if (device >= kMaxDevices) {
+        return {StatusCode::kNotSupported, "CUDA device " + std::to_string(device) + ": at most " +
+                                               std::to_string(kMaxDevices) + " devices per process"};
     }
     const std::lock_guard<std::mutex> lock(state.mutex);
     if ((state.devices_done >> device) & 1u) {
@@ -51,11 +54,7 @@ Status allow_max_dynamic_shared_memory() {
         if (error == cudaSuccess) {
             error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
         }
-        if (error != cudaSuccess) {
-            return {StatusCode::kCudaError,
-                    std::string("raising a kernel's dynamic shared-memory limit: ") + cudaGetErrorString(error)};
-        }
-        return Status::ok();
+        return cuda_status(error, "raising a kernel's dynamic shared-memory limit");
     });
 }
 
@@ -67,10 +66,7 @@ Status load_kernels(const char* what) {
         for (const void* kernel : {reinterpret_cast<const void*>(kKernels)...}) {
             cudaFuncAttributes attributes{};
             const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-            if (error != cudaSuccess) {
-                return {StatusCode::kCudaError,
-                        std::string("loading the ") + what + " kernels: " + cudaGetErrorString(error)};
-            }
+            MOK_RETURN_IF_ERROR(cuda_status(error, std::string("loading the ") + what + " kernels"));
         }
         return Status::ok();
     });

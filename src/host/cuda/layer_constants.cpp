@@ -5,15 +5,13 @@
 #include <string>
 #include <utility>
 
+#include "host/cuda/cuda_status.hpp"
+
 namespace mok::cuda {
 namespace {
 
-Status upload(void* device, const void* host, size_t bytes) {
-    const cudaError_t error = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError, std::string("uploading the layer's tables: ") + cudaGetErrorString(error)};
-    }
-    return Status::ok();
+Status upload(void* device, const void* source, size_t bytes) {
+    return host::cuda_status(cudaMemcpy(device, source, bytes, cudaMemcpyHostToDevice), "uploading the layer's tables");
 }
 
 }  // namespace
@@ -30,11 +28,8 @@ Status LayerConstants::create(const LayerDims& dims, const std::vector<ScratchBu
 
     LayerConstants c;
     void* base = nullptr;
-    const cudaError_t error = cudaMalloc(&base, a.next);
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError,
-                "allocating the layer's tables of " + std::to_string(a.next) + " bytes: " + cudaGetErrorString(error)};
-    }
+    MOK_RETURN_IF_ERROR(host::cuda_status(cudaMalloc(&base, a.next),
+                                          "allocating the layer's tables of " + std::to_string(a.next) + " bytes"));
     c.base_ = static_cast<char*>(base);
     c.tile_expert_ = at<int32_t>(base, tile_expert);
     c.segment_begin_ = at<int32_t>(base, segment_begin);

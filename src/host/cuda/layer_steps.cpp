@@ -7,6 +7,7 @@
 #include "device/comm/transport_launch.hpp"
 #include "device/layer/row_gate.hpp"
 #include "host/comm/transport_memory.hpp"
+#include "host/cuda/cuda_status.hpp"
 #include "host/cuda/expert_gemms.hpp"
 #include "host/cuda/layer_buffers.hpp"
 
@@ -28,12 +29,7 @@ int32_t comm_blocks(int configured) {
     return configured > 0 ? configured : kDefaultCommBlocks;
 }
 
-Status cuda_status(cudaError_t error, const char* what) {
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
-    }
-    return Status::ok();
-}
+using host::cuda_status;
 
 // Elements between rows of a [rows, cols] view; a one-row view's stride is free (never stepped), so its width.
 int64_t row_stride(const TensorView& view) {

@@ -1,27 +1,26 @@
 #include "host/cuda/side_stream.hpp"
 
-#include <string>
 #include <utility>
+
+#include "host/cuda/cuda_status.hpp"
 
 namespace mok::cuda {
 namespace {
 
-Status check(cudaError_t error, const char* what) {
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
-    }
-    return Status::ok();
-}
+using host::cuda_status;
 
 }  // namespace
 
 Status SideStream::create(SideStream* out) {
     SideStream s;
     // Non-blocking: the side stream must not wait on the legacy default stream the caller may use elsewhere.
-    MOK_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s.stream_, cudaStreamNonBlocking), "creating a side stream"));
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaStreamCreateWithFlags(&s.stream_, cudaStreamNonBlocking), "creating a side stream"));
     // The events only order the streams; they time nothing.
-    MOK_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&s.forked_, cudaEventDisableTiming), "creating a fork event"));
-    MOK_RETURN_IF_ERROR(check(cudaEventCreateWithFlags(&s.joined_, cudaEventDisableTiming), "creating a join event"));
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaEventCreateWithFlags(&s.forked_, cudaEventDisableTiming), "creating a fork event"));
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaEventCreateWithFlags(&s.joined_, cudaEventDisableTiming), "creating a join event"));
     *out = std::move(s);
     return Status::ok();
 }
@@ -54,13 +53,13 @@ void SideStream::destroy() {
 }
 
 Status SideStream::fork(cudaStream_t main) {
-    MOK_RETURN_IF_ERROR(check(cudaEventRecord(forked_, main), "recording the side stream's fork"));
-    return check(cudaStreamWaitEvent(stream_, forked_, 0), "waiting for the fork on the side stream");
+    MOK_RETURN_IF_ERROR(cuda_status(cudaEventRecord(forked_, main), "recording the side stream's fork"));
+    return cuda_status(cudaStreamWaitEvent(stream_, forked_, 0), "waiting for the fork on the side stream");
 }
 
 Status SideStream::join(cudaStream_t main) {
-    MOK_RETURN_IF_ERROR(check(cudaEventRecord(joined_, stream_), "recording the side stream's join"));
-    return check(cudaStreamWaitEvent(main, joined_, 0), "waiting for the side stream on the main stream");
+    MOK_RETURN_IF_ERROR(cuda_status(cudaEventRecord(joined_, stream_), "recording the side stream's join"));
+    return cuda_status(cudaStreamWaitEvent(main, joined_, 0), "waiting for the side stream on the main stream");
 }
 
 }  // namespace mok::cuda
