@@ -13,7 +13,9 @@ usage: tools/gpu_runner.sh [flags]
 
 With no selection flag it builds, runs the GPU tests and every benchmark.
 
-  --tests            run the GPU test suite (ctest -L gpu)
+  --tests            run the GPU test suite but its slow tests (ctest -L gpu -LE gpu_slow)
+  --slow-tests       run the slow GPU tests (label gpu_slow: the layer at every model preset's full H and I
+                     against the CPU backend, minutes each), as a step of their own; --test-filter picks shards
   --cpu-tests        also run the CPU test suite (ctest -L cpu)
   --test-filter RE   run only the tests whose names match RE (ctest -R)
   --bench LIST       comma list of: ceilings, gemm, transport, layer, baselines-gemm, baselines-layer,
@@ -39,6 +41,7 @@ EOF
 # Options
 
 run_tests=0
+run_slow_tests=0
 run_cpu_tests=0
 bench_list=""
 mode_args=()
@@ -55,6 +58,7 @@ test_filter=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --tests) run_tests=1; selected=1 ;;
+        --slow-tests) run_slow_tests=1; selected=1 ;;
         --test-filter) test_filter="$2"; shift ;;
         --cpu-tests) run_cpu_tests=1; run_tests=1; selected=1 ;;
         --bench) bench_list="${2:?--bench needs a list}"; selected=1; shift ;;
@@ -239,19 +243,23 @@ ctest_counts() {
     fi
 }
 
+# run_tests_labelled NAME CTEST-LABEL-ARGS...: one step running the tests the label arguments select. Slow tests
+# carry their own CTest timeout; the others get 600 s each.
 run_tests_labelled() {
-    local label="$1"
-    run_step "tests-$label" ctest --test-dir "$build_dir" -L "$label" --output-on-failure --timeout 600 \
+    local name="$1"
+    shift
+    run_step "tests-$name" ctest --test-dir "$build_dir" "$@" --output-on-failure --timeout 600 \
         ${test_filter:+-R "$test_filter"}
     if [[ $dry_run -eq 0 ]]; then
-        test_summary+="tests ($label): $(ctest_counts "$logs_dir/tests-$label.log")"$'\n'
+        test_summary+="tests ($name): $(ctest_counts "$logs_dir/tests-$name.log")"$'\n'
     fi
 }
 
-if [[ $build_only -eq 0 && $run_tests -eq 1 ]]; then
+if [[ $build_only -eq 0 && ($run_tests -eq 1 || $run_slow_tests -eq 1) ]]; then
     if [[ $build_ok -eq 1 || $dry_run -eq 1 ]]; then
-        run_tests_labelled gpu
-        [[ $run_cpu_tests -eq 1 ]] && run_tests_labelled cpu
+        [[ $run_tests -eq 1 ]] && run_tests_labelled gpu -L gpu -LE gpu_slow
+        [[ $run_slow_tests -eq 1 ]] && run_tests_labelled gpu-slow -L gpu_slow
+        [[ $run_cpu_tests -eq 1 ]] && run_tests_labelled cpu -L cpu
     else
         skip_step tests "the build failed"
     fi
