@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "common/bf16.hpp"
 
@@ -12,21 +13,61 @@ namespace {
 
 using Rng = std::mt19937_64;
 
-std::vector<uint16_t> random_bf16(Rng& rng, int64_t count, double scale) {
-    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    std::vector<uint16_t> bits(count);
-    for (uint16_t& b : bits) {
-        b = round_to_bf16_bits(static_cast<float>(value(rng) * scale));
+// Random tensors are filled in parallel from a counter-based generator: element i of the tensor numbered
+// `tensor` (in creation order) is a function of (seed, tensor, i) alone, so the values do not depend on the number
+// of threads. A full-size layer has billions of weights (DeepSeek-V3 at EP 1: 11 billion), which one sequential
+// generator took minutes to draw.
+class TensorSource {
+  public:
+    explicit TensorSource(uint64_t seed) : seed_(seed) {}
+
+    // `count` bf16 values uniform in [-scale, scale).
+    std::vector<uint16_t> uniform_bf16(int64_t count, double scale) {
+        const uint64_t key = mix(seed_ ^ mix(next_tensor_++));
+        std::vector<uint16_t> bits(static_cast<size_t>(count));
+        const auto fill = [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+                // The top 24 bits of a 64-bit hash: a float in [0, 1) with every value exactly representable.
+                const double unit = static_cast<double>(mix(key + static_cast<uint64_t>(i)) >> 40) * 0x1p-24;
+                bits[static_cast<size_t>(i)] = round_to_bf16_bits(static_cast<float>((2.0 * unit - 1.0) * scale));
+            }
+        };
+        const int64_t num_threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
+        const int64_t chunk = std::max<int64_t>(kMinChunk, (count + num_threads - 1) / num_threads);
+        std::vector<std::thread> threads;
+        for (int64_t begin = chunk; begin < count; begin += chunk) {
+            threads.emplace_back(fill, begin, std::min(count, begin + chunk));
+        }
+        fill(0, std::min(count, chunk));
+        for (std::thread& t : threads) {
+            t.join();
+        }
+        return bits;
     }
-    return bits;
-}
+
+  private:
+    // Threads at most, and elements per thread at least (below that a thread costs more than it saves).
+    static constexpr int64_t kMaxThreads = 64;
+    static constexpr int64_t kMinChunk = int64_t{1} << 20;
+
+    // SplitMix64's finaliser: a bijection of 64-bit words whose outputs pass as independent uniform bits.
+    static uint64_t mix(uint64_t z) {
+        z += 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+
+    uint64_t seed_;
+    uint64_t next_tensor_ = 0;
+};
 
 // Weights scaled by 1/sqrt(fan in), as in a trained layer, so that activations stay of order one.
-ExpertBuffers random_expert(Rng& rng, int64_t num_experts, int64_t width, int64_t hidden) {
+ExpertBuffers random_expert(TensorSource& source, int64_t num_experts, int64_t width, int64_t hidden) {
     const int64_t count = num_experts * width * hidden;
-    return {random_bf16(rng, count, 1.0 / std::sqrt(static_cast<double>(hidden))),
-            random_bf16(rng, count, 1.0 / std::sqrt(static_cast<double>(hidden))),
-            random_bf16(rng, count, 1.0 / std::sqrt(static_cast<double>(width)))};
+    return {source.uniform_bf16(count, 1.0 / std::sqrt(static_cast<double>(hidden))),
+            source.uniform_bf16(count, 1.0 / std::sqrt(static_cast<double>(hidden))),
+            source.uniform_bf16(count, 1.0 / std::sqrt(static_cast<double>(width)))};
 }
 
 ExpertBuffers zero_grads(int64_t num_experts, int64_t width, int64_t hidden) {
@@ -106,7 +147,8 @@ TensorView view2(std::vector<uint16_t>& data, int64_t rows, int64_t cols) {
 }  // namespace
 
 LayerData::LayerData(const LayerShape& shape, int ep_size, const RunOptions& options) : shape_(shape) {
-    Rng rng(options.seed);
+    Rng rng(options.seed);  // the routing: small, drawn in order
+    TensorSource source(options.seed);
     const int64_t T = shape.tokens_per_rank;
     const int64_t H = shape.hidden;
     const int64_t I = shape.expert_width;
@@ -114,15 +156,15 @@ LayerData::LayerData(const LayerShape& shape, int ep_size, const RunOptions& opt
     const int64_t local = shape.num_experts / ep_size;
     ranks_.resize(ep_size);
     for (RankBuffers& rank : ranks_) {
-        rank.x = random_bf16(rng, T * H, 1.0);
+        rank.x = source.uniform_bf16(T * H, 1.0);
         random_routing(rng, shape, ep_size, options, &rank);
-        rank.experts = random_expert(rng, local, I, H);
+        rank.experts = random_expert(source, local, I, H);
         rank.d_experts = zero_grads(local, I, H);
         for (int64_t width : shape.shared_expert_widths) {
-            rank.shared.push_back(random_expert(rng, 1, width, H));
+            rank.shared.push_back(random_expert(source, 1, width, H));
             rank.d_shared.push_back(zero_grads(1, width, H));
         }
-        rank.dy = random_bf16(rng, T * H, 1.0);
+        rank.dy = source.uniform_bf16(T * H, 1.0);
         rank.y.assign(T * H, 0);
         rank.dx.assign(T * H, 0);
         rank.d_router_weights.assign(T * k, 0.0f);
