@@ -61,6 +61,9 @@ class StepsImpl final : public LayerSteps {
     comm::LaunchGroup<Peers> launch_group(const CudaContext& context) const;
     layer::RowGateLaunch row_gate(const CudaContext& context, bool gather_weights) const;
     RankGemms rank_gemms(int32_t local, const CudaContext& context, cudaStream_t stream) const;
+    // rank_gemms for the shared experts' launches on `on` with `num_sms` SMs (0: all), counting their waves on
+    // the word of that stream (the side stream's GEMMs may run beside the main stream's).
+    RankGemms shared_gemms(int32_t local, const CudaContext& context, cudaStream_t on, int32_t num_sms) const;
     // Pushes each rank's output rows (forward: expert outputs; backward: dx rows with the d router weight per
     // row) and combines them into out[local] (and, backward, d_weights[local]); `d_weights` empty in a forward.
     Status push_and_combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
@@ -197,6 +200,17 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
 }
 
 template <typename Peers>
+RankGemms StepsImpl<Peers>::shared_gemms(int32_t local, const CudaContext& context, cudaStream_t on,
+                                         int32_t num_sms) const {
+    RankGemms g = rank_gemms(local, context, on);
+    g.launch.num_sms = num_sms;
+    if (on == side_stream_->stream()) {
+        g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSharedWaveCounter;
+    }
+    return g;
+}
+
+template <typename Peers>
 Status StepsImpl<Peers>::stage(comm::SourceRows which, std::span<const TensorView* const> rows,
                                cudaStream_t stream) const {
     const layout::Region& region = which == comm::SourceRows::kTokens ? layout_.window.tokens : layout_.window.grads;
@@ -262,10 +276,8 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     // leave idle.
     auto shared = [&](cudaStream_t on, int32_t num_sms) {
         for (int32_t local = 0; local < num_ranks(); ++local) {
-            RankGemms g = rank_gemms(local, context, on);
-            g.launch.num_sms = num_sms;
-            g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSharedWaveCounter;
-            MOK_RETURN_IF_ERROR(shared_forward_gemms(g, *inputs[local], outputs));
+            MOK_RETURN_IF_ERROR(
+                shared_forward_gemms(shared_gemms(local, context, on, num_sms), *inputs[local], outputs));
         }
         return Status::ok();
     };
@@ -322,10 +334,7 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     // dispatch. Their weight gradients wait for the row gate (a failed step adds nothing to main_grad).
     auto shared = [&](cudaStream_t on, int32_t num_sms) {
         for (int32_t local = 0; local < num_ranks(); ++local) {
-            RankGemms g = rank_gemms(local, context, on);
-            g.launch.num_sms = num_sms;
-            g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSharedWaveCounter;
-            MOK_RETURN_IF_ERROR(shared_backward_dgrads(g, inputs[local]));
+            MOK_RETURN_IF_ERROR(shared_backward_dgrads(shared_gemms(local, context, on, num_sms), inputs[local]));
         }
         return Status::ok();
     };
