@@ -9,17 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "host/cuda/cuda_status.hpp"
 #include "report.hpp"
 
 namespace mok::run {
 namespace {
 
-Status cuda(cudaError_t error, const char* what) {
-    if (error != cudaSuccess) {
-        return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(error)};
-    }
-    return Status::ok();
-}
+using host::cuda_status;
 
 // A device copy of one host vector.
 class DeviceArray {
@@ -32,12 +28,13 @@ class DeviceArray {
     template <typename T>
     Status upload(const std::vector<T>& host) {
         bytes_ = host.size() * sizeof(T);
-        MOK_RETURN_IF_ERROR(cuda(cudaMalloc(&data_, bytes_ > 0 ? bytes_ : 1), "cudaMalloc"));
-        return cuda(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice), "copying inputs to the GPU");
+        MOK_RETURN_IF_ERROR(cuda_status(cudaMalloc(&data_, bytes_ > 0 ? bytes_ : 1), "cudaMalloc"));
+        return cuda_status(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice), "copying inputs to the GPU");
     }
     template <typename T>
     Status download(std::vector<T>& host) const {
-        return cuda(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost), "copying results from the GPU");
+        return cuda_status(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost),
+                           "copying results from the GPU");
     }
     void* data() const { return data_; }
 
@@ -163,9 +160,10 @@ void print_times(const char* pass, std::vector<float> ms) {
 }  // namespace
 
 Status run_on_gpu(const LayerOptions& layer_options, int iterations, LayerData& data) {
-    MOK_RETURN_IF_ERROR(cuda(cudaSetDevice(layer_options.device.index), "cudaSetDevice"));
+    MOK_RETURN_IF_ERROR(cuda_status(cudaSetDevice(layer_options.device.index), "cudaSetDevice"));
     cudaDeviceProp properties{};
-    MOK_RETURN_IF_ERROR(cuda(cudaGetDeviceProperties(&properties, layer_options.device.index), "device properties"));
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaGetDeviceProperties(&properties, layer_options.device.index), "device properties"));
     size_t bytes = 0;
     MOK_RETURN_IF_ERROR(MoeLayer::workspace_bytes(layer_options, &bytes));
     std::printf("  device     %s, workspace %.3f GiB\n", properties.name,
@@ -185,27 +183,27 @@ Status run_on_gpu(const LayerOptions& layer_options, int iterations, LayerData& 
     const GpuArgs args = gpu_args(data.shape(), ep_size, ranks);
 
     cudaStream_t stream = nullptr;
-    MOK_RETURN_IF_ERROR(cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+    MOK_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
     cudaEvent_t marks[3] = {};
     for (cudaEvent_t& mark : marks) {
-        MOK_RETURN_IF_ERROR(cuda(cudaEventCreate(&mark), "cudaEventCreate"));
+        MOK_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&mark), "cudaEventCreate"));
     }
     PassTimes times;
     Status status = Status::ok();
     // Step 0 warms up (it allocates the context and sets kernel attributes) and is not timed.
     for (int step = 0; step <= iterations && status.is_ok(); ++step) {
-        status = cuda(cudaEventRecord(marks[0], stream), "cudaEventRecord");
+        status = cuda_status(cudaEventRecord(marks[0], stream), "cudaEventRecord");
         if (status.is_ok()) {
             status = layer->forward(args.forward, context.get(), stream);
         }
         if (status.is_ok()) {
-            status = cuda(cudaEventRecord(marks[1], stream), "cudaEventRecord");
+            status = cuda_status(cudaEventRecord(marks[1], stream), "cudaEventRecord");
         }
         if (status.is_ok()) {
             status = layer->backward(args.inputs, args.backward, *context, stream);
         }
         if (status.is_ok()) {
-            status = cuda(cudaEventRecord(marks[2], stream), "cudaEventRecord");
+            status = cuda_status(cudaEventRecord(marks[2], stream), "cudaEventRecord");
         }
         if (status.is_ok()) {
             // Waits for the step and reports what failed on the GPU (schedule overflow, a timeout).
@@ -214,11 +212,11 @@ Status run_on_gpu(const LayerOptions& layer_options, int iterations, LayerData& 
         float forward_ms = 0.0f;
         float backward_ms = 0.0f;
         if (status.is_ok() && step > 0) {
-            status = cuda(cudaEventElapsedTime(&forward_ms, marks[0], marks[1]), "cudaEventElapsedTime");
+            status = cuda_status(cudaEventElapsedTime(&forward_ms, marks[0], marks[1]), "cudaEventElapsedTime");
             times.forward_ms.push_back(forward_ms);
         }
         if (status.is_ok() && step > 0) {
-            status = cuda(cudaEventElapsedTime(&backward_ms, marks[1], marks[2]), "cudaEventElapsedTime");
+            status = cuda_status(cudaEventElapsedTime(&backward_ms, marks[1], marks[2]), "cudaEventElapsedTime");
             times.backward_ms.push_back(backward_ms);
         }
     }
