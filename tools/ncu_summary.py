@@ -29,6 +29,8 @@ def scaled(value, unit):
         return f"{value / 1e6:.3f} ms"
     if unit == "usecond":
         return f"{value / 1e3:.3f} ms"
+    if unit == "msecond":
+        return f"{value:.3f} ms"
     if unit in ("byte", "Kbyte", "Mbyte", "Gbyte"):
         factor = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}[unit]
         return f"{value * factor / 1e9:.2f} GB"

@@ -221,7 +221,11 @@ gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
     // One word for the whole test program: its launches run one after another on the default stream.
     static uint32_t* const wave_counter = [] {
         void* word = nullptr;
-        return cudaMalloc(&word, sizeof(uint32_t)) == cudaSuccess ? static_cast<uint32_t*>(word) : nullptr;
+        if (cudaMalloc(&word, sizeof(uint32_t)) != cudaSuccess) {
+            ADD_FAILURE() << "cudaMalloc of the tests' wave counter failed";
+            return static_cast<uint32_t*>(nullptr);
+        }
+        return static_cast<uint32_t*>(word);
     }();
     gemm::LaunchConfig launch;
     launch.status = status;
