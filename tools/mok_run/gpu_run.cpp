@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <memory>
 #include <numeric>
-#include <string>
 #include <vector>
 
 #include "host/cuda/cuda_status.hpp"
