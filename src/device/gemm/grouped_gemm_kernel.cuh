@@ -7,6 +7,7 @@
 //   using Scheduler = ...;  static Scheduler make_scheduler(const Params&);
 //   static constexpr Major kMajorA, kMajorB;                      operand layouts in shared memory
 //   static constexpr bool kMaskKTail;                             zero K rows past the expert's end (dW forms)
+//   static constexpr bool kGatedRows;                             A is rows that may still be arriving (RowGroups)
 //   static void prefetch(const Params&);                          tensor-map prefetch, one thread
 //   static void load(const Params&, const Tile&, int k_block, uint8_t* a, uint8_t* b, uint64_t* full_barrier);
 //   static void epilogue(const Params&, const Tile&, float (&acc)[kNumAccumulators], int wg, int thread_in_wg,
@@ -16,6 +17,7 @@
 #include <cstdint>
 
 #include "common/device_status.hpp"
+#include "device/comm/ring.cuh"
 #include "device/common/bounded_wait.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/gemm/operands.cuh"
@@ -56,6 +58,14 @@ __device__ __forceinline__ GemmSharedStorage& shared_storage(uint8_t* raw) {
     return *reinterpret_cast<GemmSharedStorage*>(aligned);
 }
 
+// The pipelined path's gate (RowGroups::tile_ready): row tile m's rows may still be arriving. wait_ring_tile
+// acquires the dispatch's release of the tile and fences the proxies, so the TMA loads issued next see the rows.
+__device__ __forceinline__ bool wait_rows_ready(const RowGroups& groups, const Tile& tile,
+                                                const device::WaitContext& wait_ctx) {
+    return groups.tile_ready == nullptr ||
+           comm::wait_ring_tile(wait_ctx, groups.tile_ready, tile.m_idx, *groups.ready_sequence);
+}
+
 template <class Form>
 __device__ void run_producer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
                              const device::WaitContext& wait_ctx) {
@@ -65,6 +75,11 @@ __device__ void run_producer(const typename Form::Params& params, GemmSharedStor
     int32_t wave = 0;
     for (Tile tile; scheduler.next(tile); ++wave) {
         waves.start_tile(wave);
+        if constexpr (Form::kGatedRows) {
+            if (!wait_rows_ready(params.groups, tile, wait_ctx)) {
+                return;
+            }
+        }
         for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
             if (!pipe.producer_acquire(wait_ctx, state)) {
                 return;

@@ -25,6 +25,10 @@ __global__ void __launch_bounds__(kGateThreads) row_gate_kernel(const __grid_con
     const int64_t routed = failed ? 0 : min(static_cast<int64_t>(r.owner_padded_rows[r.rank]), p.capacity_rows);
     if (block == 0) {
         if (threadIdx.x == 0) {
+            if (r.ready_sequence != nullptr) {
+                // The dispatch that follows publishes this step's tiles with this number (signals.cuh).
+                *r.ready_sequence = layout::pass_sequence(r.control->step, p.pass);
+            }
             *r.routed_rows = static_cast<int32_t>(routed);
             *r.shared_rows = failed ? 0 : static_cast<int32_t>(p.padded_tokens);
             *r.shared_segment_rows = failed ? 0 : static_cast<int32_t>(p.tokens);

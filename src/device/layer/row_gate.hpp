@@ -6,6 +6,9 @@
 // overflow, invalid routing, a peer timeout). A failed step then runs GEMMs over no rows: nothing reads a plan
 // that overflowed or was never finished, and no weight gradient is accumulated from it.
 //
+// On the pipelined path (docs/layer.md, "Pipelined dispatch") the launch runs before the dispatch, and also writes
+// the number the dispatch's ring flags will carry this step, which the GEMM reading the arriving rows waits for.
+//
 // In the forward the same launch gathers each owner row's router weight from the exchanged weights in the rank's
 // window (the plan's RowSource names the slot), for the backward's scaling of dy and dh.
 #pragma once
@@ -32,19 +35,22 @@ struct RowGateRank {
     int32_t* routed_segment_rows = nullptr;      // [E/R] written: RowGroups::segment_rows of the routed experts
     int32_t* shared_rows = nullptr;              // [1] written: the shared experts' padded token rows, or 0
     int32_t* shared_segment_rows = nullptr;      // [1] written: T, or 0
+    uint64_t* ready_sequence = nullptr;          // [1] written when set: this step's ring-flag number for `pass`
     // Forward only; null in the backward, whose row weights the forward saved.
     const plan::RowSource* row_source = nullptr;        // [capacity_rows] the plan's
     const char* window = nullptr;                       // the rank's window: the exchanged router weights
-    const layout::TransportControl* control = nullptr;  // the step, whose parity selects the weights' buffer
+    const layout::TransportControl* control = nullptr;  // the step: its parity selects the weights' buffer, and
+                                                        // it numbers the ring flags (set with ready_sequence too)
     float* row_weight = nullptr;                        // [capacity_rows] written for the used rows
 };
 
 struct RowGateLaunch {
-    layout::SymmetricLayout window;  // the windows' offsets
-    int32_t num_local_experts = 0;   // E/R
-    int64_t tokens = 0;              // T
-    int64_t padded_tokens = 0;       // T rounded up to 128
-    int64_t capacity_rows = 0;       // the plan's row table
+    layout::SymmetricLayout window;                                // the windows' offsets
+    int32_t num_local_experts = 0;                                 // E/R
+    int64_t tokens = 0;                                            // T
+    int64_t padded_tokens = 0;                                     // T rounded up to 128
+    int64_t capacity_rows = 0;                                     // the plan's row table
+    layout::TransportPass pass = layout::TransportPass::kForward;  // whose ring flags ready_sequence names
     int32_t num_ranks = 0;
     RowGateRank ranks[comm::kMaxLaunchRanks];
 };

@@ -20,20 +20,19 @@ gemm::WeightGradMode weight_grad_mode(const BackwardArgs& args) {
 
 }  // namespace
 
-Status routed_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
+Status routed_gate_up(const RankGemms& g, const RankInputs& in) {
     const ContextBuffers& c = g.context;
-    const ScratchBuffers& s = g.scratch;
-    MOK_RETURN_IF_ERROR(timed(
+    return timed(
         g, "gate_up_swiglu",
         gemm::gate_up_swiglu(
-            {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width}, g.launch)));
-    if (!outputs) {
-        return Status::ok();
-    }
-    return timed(
-        g, "down",
-        gemm::down_projection({g.routed, c.h, bf16(in.experts.down), s.out_rows, g.hidden, nullptr, g.hidden, g.width},
-                              g.launch));
+            {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width}, g.launch));
+}
+
+Status routed_down(const RankGemms& g, const RankInputs& in) {
+    return timed(g, "down",
+                 gemm::down_projection({g.routed, g.context.h, bf16(in.experts.down), g.scratch.out_rows, g.hidden,
+                                        nullptr, g.hidden, g.width},
+                                       g.launch));
 }
 
 Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
@@ -56,7 +55,16 @@ Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outpu
     return Status::ok();
 }
 
-Status routed_backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
+Status routed_dgrad_down(const RankGemms& g, const RankInputs& in) {
+    const ContextBuffers& c = g.context;
+    const ScratchBuffers& s = g.scratch;
+    return timed(g, "dgrad_down",
+                 gemm::dgrad_down({g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu, s.partials,
+                                   g.hidden, g.width},
+                                  g.launch));
+}
+
+Status routed_backward_rest(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
     const ContextBuffers& c = g.context;
     const ScratchBuffers& s = g.scratch;
     const gemm::WeightGradMode mode = weight_grad_mode(args);
@@ -64,10 +72,6 @@ Status routed_backward_gemms(const RankGemms& g, const RankInputs& in, const Bac
 
     // out_rows first holds bf16(w dy), the operand of dW_down, and is then overwritten by the dx rows:
     // weight_grad_down has read it by then (stream order).
-    MOK_RETURN_IF_ERROR(timed(g, "dgrad_down",
-                              gemm::dgrad_down({g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu,
-                                                s.partials, g.hidden, g.width},
-                                               g.launch)));
     MOK_RETURN_IF_ERROR(timed(g, "reduce_router_partials",
                               gemm::reduce_router_partials(g.routed, s.partials, gemm::router_partial_tiles(g.width),
                                                            s.d_row_weight, stream)));

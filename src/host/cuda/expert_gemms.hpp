@@ -27,17 +27,25 @@ struct RankGemms {
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
 };
 
-// gate/up + SwiGLU of the routed experts into the context; with `outputs`, the down projection too (into
-// scratch.out_rows by owner row). Stream-ordered after the dispatch and the row gate.
-Status routed_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs);
+// gate/up + SwiGLU of the routed experts into the context. After the row gate; after the dispatch too, unless
+// g.routed.groups.tile_ready makes each row tile wait for its rows (the pipelined path).
+Status routed_gate_up(const RankGemms& g, const RankInputs& in);
 
-// The same for each shared expert (into its context buffers and scratch.shared_out[s]). It reads only the
-// staged scratch.dense_x, so it may run as soon as x is staged.
+// The routed experts' down projection into scratch.out_rows by owner row, after routed_gate_up.
+Status routed_down(const RankGemms& g, const RankInputs& in);
+
+// gate/up + SwiGLU of each shared expert into its context buffers and, with `outputs`, its down projection into
+// scratch.shared_out[s]. It reads only the staged scratch.dense_x, so it may run as soon as x is staged.
 Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs);
 
-// dgrad through down and SwiGLU, router-weight gradients, the dx rows and the weight gradients of the routed
-// experts (dy rows in scratch.grad_rows). Stream-ordered after the dispatch and the row gate.
-Status routed_backward_gemms(const RankGemms& g, const RankInputs& in, const BackwardArgs& args);
+// dgrad through down and the SwiGLU backward of the routed experts (dy rows in scratch.grad_rows), with the
+// router-gradient partials. After the row gate; after the dispatch too, unless g.routed.groups.tile_ready makes
+// each row tile wait for its rows (the pipelined path).
+Status routed_dgrad_down(const RankGemms& g, const RankInputs& in);
+
+// The rest of the routed experts' backward, after routed_dgrad_down and the dispatch: router-weight gradients,
+// the dx rows and the weight gradients.
+Status routed_backward_rest(const RankGemms& g, const RankInputs& in, const BackwardArgs& args);
 
 // Each shared expert's dgrads: dg|du into scratch.shared_dgu[s] and its dx rows into scratch.shared_out[s]. It
 // reads only the staged scratch.dense_dy and the context, so it may run as soon as dy is staged.

@@ -32,6 +32,7 @@ struct ScratchBuffers {
     int32_t* gate_rows;
     int32_t* gate_segment_rows;
     uint32_t* wave_counters;
+    uint64_t* ready_sequence;
 
     static ScratchBuffers bind(const ScratchLayout& l, void* base) {
         ScratchBuffers b;
@@ -52,6 +53,7 @@ struct ScratchBuffers {
         b.gate_rows = at<int32_t>(base, l.gate_rows);
         b.gate_segment_rows = at<int32_t>(base, l.gate_segment_rows);
         b.wave_counters = at<uint32_t>(base, l.wave_counters);
+        b.ready_sequence = at<uint64_t>(base, l.ready_sequence);
         return b;
     }
 };

@@ -109,6 +109,7 @@ ScratchLayout ScratchLayout::make(const LayerDims& d) {
         shared ? static_cast<uint64_t>(d.padded_tokens) * partial_tiles(d.max_shared_width()) * sizeof(float) : 0);
     l.gate_rows = a.take(kGateWords * sizeof(int32_t));
     l.wave_counters = a.take(kWaveCounters * sizeof(uint32_t));
+    l.ready_sequence = a.take(sizeof(uint64_t));
     l.gate_segment_rows = a.take(static_cast<uint64_t>(d.num_local_experts) * sizeof(int32_t));
     l.bytes = a.next;
     return l;

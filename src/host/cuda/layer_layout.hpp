@@ -98,7 +98,8 @@ struct ScratchLayout {
                                      // (the shared experts' router weight is the constant 1)
     Region gate_rows;                // [kGateWords] int32: the row gate's counts (device/layer/row_gate.hpp)
     Region wave_counters;            // [kWaveCounters] uint32: the GEMMs' wave counters (gemm::LaunchConfig), one
-                                     // per stream, since the shared experts' GEMMs may run beside the routed ones
+                                     // per stream, since GEMMs on the side stream may run beside the main stream's
+    Region ready_sequence;           // [1] u64: the row gate's ring-flag number for the pipelined GEMM's waits
     Region gate_segment_rows;        // [E/R] int32: the routed experts' segment rows for the GEMMs
     uint64_t bytes = 0;
 
@@ -108,8 +109,8 @@ struct ScratchLayout {
     static constexpr int kGateSharedSegmentRows = 2;
     static constexpr int kGateWords = 4;
     // Words of wave_counters: the main stream's GEMMs, the side stream's.
-    static constexpr int kRoutedWaveCounter = 0;
-    static constexpr int kSharedWaveCounter = 1;
+    static constexpr int kMainWaveCounter = 0;
+    static constexpr int kSideWaveCounter = 1;
     static constexpr int kWaveCounters = 2;
 
     static ScratchLayout make(const LayerDims& dims);

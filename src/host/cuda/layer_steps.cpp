@@ -1,5 +1,6 @@
 #include "host/cuda/layer_steps.hpp"
 
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -19,9 +20,9 @@ using layout::TransportPass;
 
 // Dispatch and push blocks per rank when Config leaves it to mok: the copy kernels fill NVLink at 12-16 SMs.
 constexpr int32_t kDefaultCommBlocks = 16;
-// The shared experts run beside the transport only when they keep at least 1 / kMinSharedSmShare of the SMs:
-// with fewer (many virtual ranks' copy blocks on one GPU) they would outlast the transport they hide behind.
-constexpr int32_t kMinSharedSmShare = 2;
+// GEMMs run on the side stream beside the transport only when they keep at least 1 / kMinOverlapSmShare of the
+// SMs: with fewer (many virtual ranks' copy blocks on one GPU) they would be slower than running in order.
+constexpr int32_t kMinOverlapSmShare = 2;
 constexpr uint64_t kNanosPerMilli = 1'000'000;
 constexpr int64_t kBf16Bytes = 2;
 
@@ -59,11 +60,14 @@ class StepsImpl final : public LayerSteps {
     uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.peer_timeout_ms) * kNanosPerMilli; }
 
     comm::LaunchGroup<Peers> launch_group(const CudaContext& context) const;
-    layer::RowGateLaunch row_gate(const CudaContext& context, bool gather_weights) const;
+    // The row gate's launch. With `ready_pass` it also hands the pipelined GEMM the number the dispatch's ring
+    // flags carry in that pass (RowGateRank::ready_sequence).
+    layer::RowGateLaunch row_gate(const CudaContext& context, bool gather_weights,
+                                  std::optional<TransportPass> ready_pass) const;
     RankGemms rank_gemms(int32_t local, const CudaContext& context, cudaStream_t stream) const;
-    // rank_gemms for the shared experts' launches on `on` with `num_sms` SMs (0: all), counting their waves on
-    // the word of that stream (the side stream's GEMMs may run beside the main stream's).
-    RankGemms shared_gemms(int32_t local, const CudaContext& context, cudaStream_t on, int32_t num_sms) const;
+    // A rank's GEMMs on the side stream with `num_sms` SMs; with `ring`, the routed row tiles wait for that ring's
+    // readiness flags (the pipelined path: the rows are still arriving).
+    RankGemms side_gemms(int32_t local, const CudaContext& context, int32_t num_sms, std::optional<RingId> ring) const;
     // Pushes each rank's output rows (forward: expert outputs; backward: dx rows with the d router weight per
     // row) and combines them into out[local] (and, backward, d_weights[local]); `d_weights` empty in a forward.
     Status push_and_combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
@@ -71,16 +75,15 @@ class StepsImpl final : public LayerSteps {
                             std::span<const TensorView* const> d_weights, int32_t blocks, cudaStream_t stream);
     // Copies each rank's own [T, H] rows into its window (and, with shared experts, into its dense scratch).
     Status stage(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
-    // SMs the shared experts' GEMMs get on the side stream while the transport's `comm_blocks` per rank copy,
-    // or 0 when they run on the main stream after the routed experts (no shared experts; too few SMs left;
-    // stage times, which charge each stage its own time only in a single stream).
-    int32_t shared_overlap_sms(int32_t comm_blocks) const;
-    // Enqueues shared(stream, num_sms) and routed(). With overlap_sms > 0 the shared work goes on the side stream
-    // with that many SMs, forked from `stream` first and joined back after routed() -- joined even when an
-    // enqueue failed, so that a capture of `stream` never ends with the side stream's work unjoined. With 0,
-    // routed() and then the shared work on `stream` with every SM.
-    template <typename Shared, typename Routed>
-    Status beside(int32_t overlap_sms, cudaStream_t stream, Shared&& shared, Routed&& routed);
+    // SMs the side stream's GEMMs get while the transport's `comm_blocks` per rank copy, or 0 for the in-order
+    // path: too few SMs would be left (many virtual ranks' copy blocks on one GPU), or stage times are recorded,
+    // which charge each stage its own time only in one stream.
+    int32_t overlap_sms(int32_t comm_blocks) const;
+    // Forks the side stream from `stream`, runs body() (which enqueues on both streams and may fork again), and
+    // joins the side stream back -- even when an enqueue failed, so that a capture of `stream` never ends with
+    // the side stream's work unjoined.
+    template <typename Body>
+    Status with_side_stream(cudaStream_t stream, Body&& body);
 
     LayerDims dims_;
     Config config_;
@@ -137,8 +140,10 @@ comm::LaunchGroup<Peers> StepsImpl<Peers>::launch_group(const CudaContext& conte
 }
 
 template <typename Peers>
-layer::RowGateLaunch StepsImpl<Peers>::row_gate(const CudaContext& context, bool gather_weights) const {
+layer::RowGateLaunch StepsImpl<Peers>::row_gate(const CudaContext& context, bool gather_weights,
+                                                std::optional<TransportPass> ready_pass) const {
     layer::RowGateLaunch l;
+    l.pass = ready_pass.value_or(TransportPass::kForward);
     l.window = layout_.window;
     l.num_local_experts = dims_.num_local_experts;
     l.tokens = dims_.tokens;
@@ -157,10 +162,13 @@ layer::RowGateLaunch StepsImpl<Peers>::row_gate(const CudaContext& context, bool
         r.routed_segment_rows = s.gate_segment_rows;
         r.shared_rows = s.gate_rows + ScratchLayout::kGateSharedRows;
         r.shared_segment_rows = s.gate_rows + ScratchLayout::kGateSharedSegmentRows;
+        r.control = state_[local].control;
+        if (ready_pass.has_value()) {
+            r.ready_sequence = s.ready_sequence;
+        }
         if (gather_weights) {
             r.row_source = c.plan.row_source;
             r.window = window(local);
-            r.control = state_[local].control;
             r.row_weight = c.row_weight;
         }
     }
@@ -177,7 +185,7 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.launch.status = state_[local].status;
     g.launch.rank = rank_of(local);
     g.launch.timeout_ns = timeout_ns();
-    g.launch.wave_counter = s.wave_counters + ScratchLayout::kRoutedWaveCounter;
+    g.launch.wave_counter = s.wave_counters + ScratchLayout::kMainWaveCounter;
     g.routed.groups = {s.gate_rows + ScratchLayout::kGateRoutedRows, c.plan.tile_expert,
                        c.plan.segment_begin + first_expert, s.gate_segment_rows};
     g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);
@@ -196,17 +204,6 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.scratch = s;
     g.shared_row_weight = constants_->shared_row_weight();
     g.timeline = timeline_;
-    return g;
-}
-
-template <typename Peers>
-RankGemms StepsImpl<Peers>::shared_gemms(int32_t local, const CudaContext& context, cudaStream_t on,
-                                         int32_t num_sms) const {
-    RankGemms g = rank_gemms(local, context, on);
-    g.launch.num_sms = num_sms;
-    if (on == side_stream_->stream()) {
-        g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSharedWaveCounter;
-    }
     return g;
 }
 
@@ -232,26 +229,32 @@ Status StepsImpl<Peers>::stage(comm::SourceRows which, std::span<const TensorVie
 }
 
 template <typename Peers>
-int32_t StepsImpl<Peers>::shared_overlap_sms(int32_t comm_blocks) const {
+RankGemms StepsImpl<Peers>::side_gemms(int32_t local, const CudaContext& context, int32_t num_sms,
+                                       std::optional<RingId> ring) const {
+    RankGemms g = rank_gemms(local, context, side_stream_->stream());
+    g.launch.num_sms = num_sms;
+    g.launch.wave_counter = scratch_[local].wave_counters + ScratchLayout::kSideWaveCounter;
+    if (ring.has_value()) {
+        g.routed.groups.tile_ready = state_[local].ring_ready[static_cast<int32_t>(*ring)];
+        g.routed.groups.ready_sequence = scratch_[local].ready_sequence;
+    }
+    return g;
+}
+
+template <typename Peers>
+int32_t StepsImpl<Peers>::overlap_sms(int32_t comm_blocks) const {
     const int32_t free_sms = num_sms_ - num_ranks() * comm_blocks;
-    if (dims_.num_shared() == 0 || timeline_->enabled() || free_sms * kMinSharedSmShare < num_sms_) {
+    if (timeline_->enabled() || free_sms * kMinOverlapSmShare < num_sms_) {
         return 0;
     }
     return free_sms;
 }
 
 template <typename Peers>
-template <typename Shared, typename Routed>
-Status StepsImpl<Peers>::beside(int32_t overlap_sms, cudaStream_t stream, Shared&& shared, Routed&& routed) {
-    if (overlap_sms == 0) {
-        MOK_RETURN_IF_ERROR(routed());
-        return shared(stream, 0);
-    }
+template <typename Body>
+Status StepsImpl<Peers>::with_side_stream(cudaStream_t stream, Body&& body) {
     MOK_RETURN_IF_ERROR(side_stream_->fork(stream));
-    Status enqueued = shared(side_stream_->stream(), overlap_sms);
-    if (enqueued.is_ok()) {
-        enqueued = routed();
-    }
+    const Status enqueued = body();
     const Status joined = side_stream_->join(stream);
     MOK_RETURN_IF_ERROR(enqueued);
     return joined;
@@ -272,30 +275,55 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     // The x rows go into the window before the exchange, whose route-ready flag also announces them.
     MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage(comm::SourceRows::kTokens, x, stream)));
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
-    // The shared experts need only the staged x: beside the exchange, the plan and the dispatch, on the SMs those
-    // leave idle.
-    auto shared = [&](cudaStream_t on, int32_t num_sms) {
-        for (int32_t local = 0; local < num_ranks(); ++local) {
-            MOK_RETURN_IF_ERROR(
-                shared_forward_gemms(shared_gemms(local, context, on, num_sms), *inputs[local], outputs));
-        }
-        return Status::ok();
-    };
-    auto routed = [&] {
+    const int32_t side_sms = overlap_sms(blocks);
+    auto exchange_and_plan = [&] {
         MOK_RETURN_IF_ERROR(timeline_->record("routing_exchange", stream,
                                               comm::enqueue_routing_exchange(group, routing.data(), stream)));
-        MOK_RETURN_IF_ERROR(timeline_->record("plan", stream, comm::enqueue_plan(group, stream)));
-        MOK_RETURN_IF_ERROR(
-            timeline_->record("dispatch", stream,
-                              comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream)));
-        MOK_RETURN_IF_ERROR(
-            timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, true), stream)));
-        for (int32_t local = 0; local < num_ranks(); ++local) {
-            MOK_RETURN_IF_ERROR(routed_forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
-        }
-        return Status::ok();
+        return timeline_->record("plan", stream, comm::enqueue_plan(group, stream));
     };
-    MOK_RETURN_IF_ERROR(beside(shared_overlap_sms(blocks), stream, shared, routed));
+    auto dispatch = [&] {
+        return timeline_->record(
+            "dispatch", stream,
+            comm::enqueue_dispatch(group, TransportPass::kForward, RingId::kTokens, blocks, stream));
+    };
+    if (side_sms == 0) {
+        // In order, on one stream: every kernel after the one before it.
+        MOK_RETURN_IF_ERROR(exchange_and_plan());
+        MOK_RETURN_IF_ERROR(dispatch());
+        MOK_RETURN_IF_ERROR(timeline_->record("row_gate", stream,
+                                              layer::enqueue_row_gate(row_gate(context, true, std::nullopt), stream)));
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            const RankGemms g = rank_gemms(local, context, stream);
+            MOK_RETURN_IF_ERROR(routed_gate_up(g, *inputs[local]));
+            if (outputs) {
+                MOK_RETURN_IF_ERROR(routed_down(g, *inputs[local]));
+            }
+        }
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(shared_forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
+        }
+    } else {
+        // Pipelined (docs/layer.md, "Kernel sequence"): the shared experts need only the staged x, so the side
+        // stream starts them at once; the row gate then runs before the dispatch, and the routed gate/up GEMM on
+        // the side stream loads each row tile as soon as the dispatch publishes it, on the SMs the dispatch leaves.
+        MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    shared_forward_gemms(side_gemms(local, context, side_sms, std::nullopt), *inputs[local], outputs));
+            }
+            MOK_RETURN_IF_ERROR(exchange_and_plan());
+            MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true, TransportPass::kForward), stream));
+            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    routed_gate_up(side_gemms(local, context, side_sms, RingId::kTokens), *inputs[local]));
+            }
+            return dispatch();
+        }));
+        for (int32_t local = 0; local < num_ranks() && outputs; ++local) {
+            MOK_RETURN_IF_ERROR(routed_down(rank_gemms(local, context, stream), *inputs[local]));
+        }
+    }
     if (!outputs) {
         // Nothing of the recompute waits for the peers after its dispatch (no push, no combine): the barrier
         // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
@@ -330,35 +358,61 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     }
     timeline_->mark("stage_dy", stream);
     const int32_t blocks = comm_blocks(config_.num_comm_sms_backward);
-    // The shared experts' dgrads need only the staged dy and x and the context: beside the exchange and the
-    // dispatch. Their weight gradients wait for the row gate (a failed step adds nothing to main_grad).
-    auto shared = [&](cudaStream_t on, int32_t num_sms) {
-        for (int32_t local = 0; local < num_ranks(); ++local) {
-            MOK_RETURN_IF_ERROR(shared_backward_dgrads(shared_gemms(local, context, on, num_sms), inputs[local]));
-        }
-        return Status::ok();
-    };
-    auto routed = [&] {
-        // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no
-        // earlier pass used (another layer's backward may have run since this layer's forward). The barrier then
-        // stands in for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting
-        // exchange slots a slow rank's planner still reads (docs/layer.md, "Steps").
+    const int32_t side_sms = overlap_sms(blocks);
+    // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no earlier
+    // pass used (another layer's backward may have run since this layer's forward). The barrier then stands in
+    // for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting exchange slots a
+    // slow rank's planner still reads (docs/layer.md, "Steps").
+    auto exchange_and_announce = [&] {
         MOK_RETURN_IF_ERROR(timeline_->record("routing_exchange", stream,
                                               comm::enqueue_routing_exchange(group, routing.data(), stream)));
         MOK_RETURN_IF_ERROR(comm::enqueue_barrier(group, stream));
-        MOK_RETURN_IF_ERROR(
-            timeline_->record("barrier_and_announce", stream, comm::enqueue_grads_announce(group, stream)));
-        MOK_RETURN_IF_ERROR(timeline_->record(
-            "dispatch", stream,
-            comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream)));
-        MOK_RETURN_IF_ERROR(
-            timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, false), stream)));
-        for (int32_t local = 0; local < num_ranks(); ++local) {
-            MOK_RETURN_IF_ERROR(routed_backward_gemms(rank_gemms(local, context, stream), inputs[local], args[local]));
-        }
-        return Status::ok();
+        return timeline_->record("barrier_and_announce", stream, comm::enqueue_grads_announce(group, stream));
     };
-    MOK_RETURN_IF_ERROR(beside(shared_overlap_sms(blocks), stream, shared, routed));
+    auto dispatch = [&] {
+        return timeline_->record(
+            "dispatch", stream,
+            comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream));
+    };
+    if (side_sms == 0) {
+        MOK_RETURN_IF_ERROR(exchange_and_announce());
+        MOK_RETURN_IF_ERROR(dispatch());
+        MOK_RETURN_IF_ERROR(timeline_->record("row_gate", stream,
+                                              layer::enqueue_row_gate(row_gate(context, false, std::nullopt), stream)));
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            const RankGemms g = rank_gemms(local, context, stream);
+            MOK_RETURN_IF_ERROR(routed_dgrad_down(g, inputs[local]));
+            MOK_RETURN_IF_ERROR(routed_backward_rest(g, inputs[local], args[local]));
+        }
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(shared_backward_dgrads(rank_gemms(local, context, stream), inputs[local]));
+        }
+    } else {
+        // Pipelined, as in the forward: the shared experts' dgrads need only the staged dy and x and the context;
+        // the routed dgrad_down loads each dy row tile as the dispatch publishes it. The weight gradients wait for
+        // the row gate (a failed step adds nothing to main_grad) and run after the join.
+        MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    shared_backward_dgrads(side_gemms(local, context, side_sms, std::nullopt), inputs[local]));
+            }
+            MOK_RETURN_IF_ERROR(exchange_and_announce());
+            MOK_RETURN_IF_ERROR(
+                layer::enqueue_row_gate(row_gate(context, false, TransportPass::kBackwardGrads), stream));
+            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    routed_dgrad_down(side_gemms(local, context, side_sms, RingId::kGrads), inputs[local]));
+            }
+            return dispatch();
+        }));
+        // The row gate again, now after the dispatch: a dispatch that failed (a peer timeout) zeroes the row
+        // counts, so that the weight gradients below add nothing to main_grad, as on the in-order path.
+        MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false, std::nullopt), stream));
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(routed_backward_rest(rank_gemms(local, context, stream), inputs[local], args[local]));
+        }
+    }
     for (int32_t local = 0; local < num_ranks(); ++local) {
         MOK_RETURN_IF_ERROR(shared_weight_grads(rank_gemms(local, context, stream), args[local]));
     }

@@ -26,6 +26,7 @@ struct DgradDownForm {
     static constexpr Major kMajorA = Major::kK;
     static constexpr Major kMajorB = Major::kMN;
     static constexpr bool kMaskKTail = false;
+    static constexpr bool kGatedRows = true;  // A is the dispatched dy rows
 
     __device__ static Scheduler make_scheduler(const Params& p) {
         return Scheduler(p.groups, p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K);

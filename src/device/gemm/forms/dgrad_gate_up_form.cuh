@@ -29,6 +29,7 @@ struct DgradGateUpForm {
     static constexpr Major kMajorA = Major::kK;
     static constexpr Major kMajorB = Major::kMN;
     static constexpr bool kMaskKTail = false;
+    static constexpr bool kGatedRows = false;  // A is dg|du, written by dgrad_down
 
     __device__ static int blocks_per_half(const Params& p) { return (p.width + BLOCK_K - 1) / BLOCK_K; }
 

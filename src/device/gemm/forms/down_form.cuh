@@ -24,6 +24,7 @@ struct DownForm {
     static constexpr Major kMajorA = Major::kK;
     static constexpr Major kMajorB = Major::kK;
     static constexpr bool kMaskKTail = false;
+    static constexpr bool kGatedRows = false;  // A is h, written by gate_up
 
     __device__ static Scheduler make_scheduler(const Params& p) {
         return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K);

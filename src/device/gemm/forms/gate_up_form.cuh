@@ -27,6 +27,7 @@ struct GateUpForm {
     static constexpr Major kMajorA = Major::kK;
     static constexpr Major kMajorB = Major::kK;
     static constexpr bool kMaskKTail = false;
+    static constexpr bool kGatedRows = true;  // A is the dispatched x rows
     static constexpr int kGateRows = BLOCK_N / 2;
 
     __device__ static Scheduler make_scheduler(const Params& p) {

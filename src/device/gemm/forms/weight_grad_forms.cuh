@@ -37,6 +37,7 @@ struct WeightGradGateUpForm {
     static constexpr Major kMajorA = Major::kMN;
     static constexpr Major kMajorB = Major::kMN;
     static constexpr bool kMaskKTail = true;
+    static constexpr bool kGatedRows = false;  // tiles span an expert's rows; they run after the dispatch
 
     __device__ static int tiles_per_half(const Params& p) { return (p.d_gate.num_rows + BLOCK_M - 1) / BLOCK_M; }
 
@@ -85,6 +86,7 @@ struct WeightGradDownForm {
     static constexpr Major kMajorA = Major::kMN;
     static constexpr Major kMajorB = Major::kMN;
     static constexpr bool kMaskKTail = true;
+    static constexpr bool kGatedRows = false;  // tiles span an expert's rows; they run after the dispatch
 
     __device__ static Scheduler make_scheduler(const Params& p) {
         return Scheduler(p.groups, p.num_experts, (p.d_down.num_rows + BLOCK_M - 1) / BLOCK_M, p.d_down.num_cols);
