@@ -64,7 +64,7 @@ Status routed_dgrad_down(const RankGemms& g, const RankInputs& in) {
                                   g.launch));
 }
 
-Status routed_backward_rest(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
+Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
     const ContextBuffers& c = g.context;
     const ScratchBuffers& s = g.scratch;
     const gemm::WeightGradMode mode = weight_grad_mode(args);
@@ -85,9 +85,13 @@ Status routed_backward_rest(const RankGemms& g, const RankInputs& in, const Back
                               gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up),
                                                    s.out_rows, g.hidden, nullptr, g.hidden, g.width},
                                                   g.launch)));
+    return Status::ok();
+}
+
+Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args) {
     return timed(g, "weight_grad_gate_up",
-                 gemm::weight_grad_gate_up({g.routed, s.dgu, c.x_rows, args.d_experts.gate.data, args.d_experts.up.data,
-                                            mode, g.hidden, g.width},
+                 gemm::weight_grad_gate_up({g.routed, g.scratch.dgu, g.context.x_rows, args.d_experts.gate.data,
+                                            args.d_experts.up.data, weight_grad_mode(args), g.hidden, g.width},
                                            g.launch));
 }
 

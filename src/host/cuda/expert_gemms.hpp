@@ -43,9 +43,13 @@ Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outpu
 // each row tile wait for its rows (the pipelined path).
 Status routed_dgrad_down(const RankGemms& g, const RankInputs& in);
 
-// The rest of the routed experts' backward, after routed_dgrad_down and the dispatch: router-weight gradients,
-// the dx rows and the weight gradients.
-Status routed_backward_rest(const RankGemms& g, const RankInputs& in, const BackwardArgs& args);
+// The routed experts' backward from routed_dgrad_down (and the dispatch) to the dx rows: router-weight
+// gradients, bf16(w dy), dW_down, and dgrad through gate/up into scratch.out_rows.
+Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const BackwardArgs& args);
+
+// dW_gate and dW_up of the routed experts, after routed_backward_to_dx; it reads dg|du and the x rows, not the
+// dx rows, so the push may run beside it.
+Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args);
 
 // Each shared expert's dgrads: dg|du into scratch.shared_dgu[s] and its dx rows into scratch.shared_out[s]. It
 // reads only the staged scratch.dense_dy and the context, so it may run as soon as dy is staged.

@@ -374,6 +374,15 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
             "dispatch", stream,
             comm::enqueue_dispatch(group, TransportPass::kBackwardGrads, RingId::kGrads, blocks, stream));
     };
+    std::vector<const TensorView*> dx;
+    std::vector<const TensorView*> d_weights;
+    for (const BackwardArgs& a : args) {
+        dx.push_back(&a.dx);
+        d_weights.push_back(&a.d_router_weights);
+    }
+    auto push = [&] {
+        return push_and_combine(group, TransportPass::kBackwardGrads, routing, dx, d_weights, blocks, stream);
+    };
     if (side_sms == 0) {
         MOK_RETURN_IF_ERROR(exchange_and_announce());
         MOK_RETURN_IF_ERROR(dispatch());
@@ -382,47 +391,48 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         for (int32_t local = 0; local < num_ranks(); ++local) {
             const RankGemms g = rank_gemms(local, context, stream);
             MOK_RETURN_IF_ERROR(routed_dgrad_down(g, inputs[local]));
-            MOK_RETURN_IF_ERROR(routed_backward_rest(g, inputs[local], args[local]));
+            MOK_RETURN_IF_ERROR(routed_backward_to_dx(g, inputs[local], args[local]));
+            MOK_RETURN_IF_ERROR(routed_weight_grad_gate_up(g, args[local]));
         }
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(shared_backward_dgrads(rank_gemms(local, context, stream), inputs[local]));
         }
-    } else {
-        // Pipelined, as in the forward: the shared experts' dgrads need only the staged dy and x and the context;
-        // the routed dgrad_down loads each dy row tile as the dispatch publishes it. The weight gradients wait for
-        // the row gate (a failed step adds nothing to main_grad) and run after the join.
-        MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
-            for (int32_t local = 0; local < num_ranks(); ++local) {
-                MOK_RETURN_IF_ERROR(
-                    shared_backward_dgrads(side_gemms(local, context, side_sms, std::nullopt), inputs[local]));
-            }
-            MOK_RETURN_IF_ERROR(exchange_and_announce());
-            MOK_RETURN_IF_ERROR(
-                layer::enqueue_row_gate(row_gate(context, false, TransportPass::kBackwardGrads), stream));
-            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
-            for (int32_t local = 0; local < num_ranks(); ++local) {
-                MOK_RETURN_IF_ERROR(
-                    routed_dgrad_down(side_gemms(local, context, side_sms, RingId::kGrads), inputs[local]));
-            }
-            return dispatch();
-        }));
-        // The row gate again, now after the dispatch: a dispatch that failed (a peer timeout) zeroes the row
-        // counts, so that the weight gradients below add nothing to main_grad, as on the in-order path.
-        MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false, std::nullopt), stream));
         for (int32_t local = 0; local < num_ranks(); ++local) {
-            MOK_RETURN_IF_ERROR(routed_backward_rest(rank_gemms(local, context, stream), inputs[local], args[local]));
+            MOK_RETURN_IF_ERROR(shared_weight_grads(rank_gemms(local, context, stream), args[local]));
         }
+        return push();
     }
+    // Pipelined, as in the forward: the shared experts' dgrads need only the staged dy and x and the context; the
+    // routed dgrad_down loads each dy row tile as the dispatch publishes it.
+    MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(
+                shared_backward_dgrads(side_gemms(local, context, side_sms, std::nullopt), inputs[local]));
+        }
+        MOK_RETURN_IF_ERROR(exchange_and_announce());
+        MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false, TransportPass::kBackwardGrads), stream));
+        MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(routed_dgrad_down(side_gemms(local, context, side_sms, RingId::kGrads), inputs[local]));
+        }
+        return dispatch();
+    }));
+    // The row gate again, now after the dispatch: a dispatch that failed (a peer timeout) zeroes the row counts, so
+    // that the weight gradients below add nothing to main_grad, as on the in-order path.
+    MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false, std::nullopt), stream));
     for (int32_t local = 0; local < num_ranks(); ++local) {
-        MOK_RETURN_IF_ERROR(shared_weight_grads(rank_gemms(local, context, stream), args[local]));
+        MOK_RETURN_IF_ERROR(routed_backward_to_dx(rank_gemms(local, context, stream), inputs[local], args[local]));
     }
-    std::vector<const TensorView*> dx;
-    std::vector<const TensorView*> d_weights;
-    for (const BackwardArgs& a : args) {
-        dx.push_back(&a.dx);
-        d_weights.push_back(&a.d_router_weights);
-    }
-    return push_and_combine(group, TransportPass::kBackwardGrads, routing, dx, d_weights, blocks, stream);
+    // The dx rows are complete: the push and the combine run beside the weight gradients of gate/up and of the
+    // shared experts, which read dg|du, x and dy but not the dx rows.
+    return with_side_stream(stream, [&] {
+        for (int32_t local = 0; local < num_ranks(); ++local) {
+            MOK_RETURN_IF_ERROR(
+                routed_weight_grad_gate_up(side_gemms(local, context, side_sms, std::nullopt), args[local]));
+            MOK_RETURN_IF_ERROR(shared_weight_grads(side_gemms(local, context, side_sms, std::nullopt), args[local]));
+        }
+        return push();
+    });
 }
 
 template <typename Peers>
