@@ -39,6 +39,9 @@ struct KernelCommon {
 
 using Pipeline = pipeline::TmaPipeline<kStages, kNumConsumerWarps>;
 
+// A consumer's wait budget, in units of the launch's timeout (see grouped_gemm_kernel).
+inline constexpr uint64_t kConsumerWaitBudgets = 2;
+
 // Shared memory of one CTA. Operand tiles are 1024-byte aligned: the 128-byte swizzle pattern is a function
 // of address bits 4-9, which TMA and wgmma must see identically.
 struct alignas(1024) GemmSharedStorage {
@@ -193,6 +196,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     }
     __syncthreads();
     const device::WaitContext wait_ctx{params.common.status, params.common.rank, params.common.timeout_ns};
+    // The consumers wait on the producer, which may itself wait on rows still arriving (wait_rows_ready): their
+    // waits get twice the budget, so that a timeout names the upstream wait that caused it, not the pipeline.
+    const device::WaitContext consumer_wait_ctx{params.common.status, params.common.rank,
+                                                kConsumerWaitBudgets * params.common.timeout_ns};
     const int warpgroup = static_cast<int>(threadIdx.x) / kThreadsPerWarpgroup;
     if (warpgroup == static_cast<int>(WarpgroupRole::kProducer)) {
         ptx::warpgroup_release_registers<kProducerRegisters>();
@@ -201,7 +208,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         }
     } else {
         ptx::warpgroup_claim_registers<kConsumerRegisters>();
-        run_consumer<Form>(params, smem, pipe, wait_ctx, warpgroup - 1);
+        run_consumer<Form>(params, smem, pipe, consumer_wait_ctx, warpgroup - 1);
     }
 }
 

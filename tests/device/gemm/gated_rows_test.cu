@@ -1,0 +1,144 @@
+// The pipelined path's gate on the rows a GEMM reads (RowGroups::tile_ready, docs/layer.md "Kernel sequence"):
+// gate/up over rows whose 128-row tiles are published one by one, in an order the test chooses, gives the bits of
+// the ungated run; flags that carry an earlier step's number never open it, and the launch then ends with a
+// timeout naming the site instead of hanging.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "device/gemm/gemm_test_support.hpp"
+#include "device/ptx/atomics.cuh"
+#include "device/ptx/timer.cuh"
+
+namespace mok::test {
+namespace {
+
+// The number this step's flags carry; flags of an earlier step hold less.
+constexpr uint64_t kSequence = 7;
+// Time between two published tiles: long enough that the GEMM's CTAs reach tiles that are not there yet.
+constexpr uint64_t kPublishGapNs = 20'000;
+// SMs left to the publisher beside the GEMM's persistent grid.
+constexpr int kPublisherSms = 2;
+
+// A stand-in dispatch: publishes tile order[i] after i gaps, each with a release store (as the dispatch does
+// once a tile's rows are stored).
+__global__ void publish_tiles(uint64_t* ready, const int32_t* order, int32_t num_tiles, uint64_t sequence,
+                              uint64_t gap_ns) {
+    if (threadIdx.x != 0) {
+        return;
+    }
+    for (int32_t i = 0; i < num_tiles; ++i) {
+        const uint64_t until = ptx::global_timer_ns() + gap_ns;
+        while (ptx::global_timer_ns() < until) {
+        }
+        ptx::st_release_gpu(&ready[order[i]], sequence);
+    }
+}
+
+class GatedRows : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!has_gpu()) {
+            GTEST_SKIP() << "no GPU";
+        }
+        std::mt19937_64 rng(kSeed);
+        rows_ = make_row_space({200, 0, 129, 300, 1});
+        x_ = random_rows(rows_, kHidden, Values::kRandom, kHidden, rng);
+        const int64_t weights = static_cast<int64_t>(rows_.num_experts()) * kWidth * kHidden;
+        gate_ = random_bf16(weights, Values::kRandom, kHidden, rng);
+        up_ = random_bf16(weights, Values::kRandom, kHidden, rng);
+        num_tiles_ = rows_.capacity_rows / 128;
+    }
+
+    struct Outputs {
+        std::vector<Bf16> gu;
+        std::vector<Bf16> h;
+    };
+
+    // Runs gate/up; with `ready`, gated on those flags while `publish` (if any) runs on a second stream.
+    Outputs run(const DeviceRowSpace& d_rows, const DeviceBuffer<uint64_t>* ready, const std::vector<int32_t>* order,
+                DeviceStatusRecord& status, uint64_t timeout_ns) {
+        DeviceBuffer<Bf16> d_x(x_), d_gate(gate_), d_up(up_);
+        DeviceBuffer<Bf16> d_gu(static_cast<size_t>(rows_.capacity_rows) * 2 * kWidth);
+        DeviceBuffer<Bf16> d_h(static_cast<size_t>(rows_.capacity_rows) * kWidth);
+        d_gu.fill_bytes(kPoisonByte);
+        d_h.fill_bytes(kPoisonByte);
+        DeviceBuffer<uint64_t> sequence(std::vector<uint64_t>{kSequence});
+        gemm::GroupedRowSpace space = d_rows.view();
+        if (ready != nullptr) {
+            space.groups.tile_ready = ready->get();
+            space.groups.ready_sequence = sequence.get();
+        }
+        int num_sms = 0;
+        EXPECT_EQ(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+        cudaStream_t gemm_stream = nullptr;
+        cudaStream_t publish_stream = nullptr;
+        EXPECT_EQ(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking), cudaSuccess);
+        EXPECT_EQ(cudaStreamCreateWithFlags(&publish_stream, cudaStreamNonBlocking), cudaSuccess);
+        gemm::LaunchConfig launch = launch_with(status.get(), num_sms - kPublisherSms);
+        launch.stream = gemm_stream;
+        launch.timeout_ns = timeout_ns;
+        const gemm::GateUpArgs args{space,          as_device_bf16(d_x),  as_device_bf16(d_gate), as_device_bf16(d_up),
+                                    as_device_bf16(d_gu), as_device_bf16(d_h), kHidden,               kWidth};
+        const Status s = gemm::gate_up_swiglu(args, launch);
+        EXPECT_TRUE(s.is_ok()) << s.to_string();
+        DeviceBuffer<int32_t> d_order(order != nullptr ? *order : std::vector<int32_t>{});
+        if (order != nullptr) {
+            publish_tiles<<<1, 32, 0, publish_stream>>>(ready->get(), d_order.get(), static_cast<int32_t>(order->size()),
+                                                        kSequence, kPublishGapNs);
+            EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+        }
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        cudaStreamDestroy(gemm_stream);
+        cudaStreamDestroy(publish_stream);
+        return {d_gu.download(), d_h.download()};
+    }
+
+    static constexpr uint64_t kSeed = 0x6a7ed5ull;
+    static constexpr int32_t kHidden = 384;
+    static constexpr int32_t kWidth = 264;
+    RowSpace rows_;
+    std::vector<Bf16> x_, gate_, up_;
+    int32_t num_tiles_ = 0;
+};
+
+TEST_F(GatedRows, TilesPublishedInAnyOrderGiveTheUngatedBits) {
+    const DeviceRowSpace d_rows(rows_);
+    DeviceStatusRecord status;
+    const Outputs want = run(d_rows, nullptr, nullptr, status, gemm::LaunchConfig{}.timeout_ns);
+    ASSERT_EQ(status.read().code, 0);
+
+    std::vector<int32_t> reversed(static_cast<size_t>(num_tiles_));
+    std::iota(reversed.rbegin(), reversed.rend(), 0);
+    std::vector<int32_t> shuffled = reversed;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(kSeed));
+    for (const std::vector<int32_t>* order : {&reversed, &shuffled}) {
+        // Flags of an earlier step must not count: the tiles start one number short.
+        DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
+        status.reset();
+        const Outputs got = run(d_rows, &ready, order, status, gemm::LaunchConfig{}.timeout_ns);
+        EXPECT_EQ(status.read().code, 0);
+        EXPECT_EQ(got.gu, want.gu);
+        EXPECT_EQ(got.h, want.h);
+    }
+}
+
+TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
+    const DeviceRowSpace d_rows(rows_);
+    DeviceStatusRecord status;
+    DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
+    constexpr uint64_t kTimeoutNs = 50'000'000;  // 50 ms: the test waits for it once
+    run(d_rows, &ready, nullptr, status, kTimeoutNs);
+    const DeviceStatus record = status.read();
+    EXPECT_EQ(record.code, static_cast<int32_t>(DeviceErrorCode::kTimeout));
+    EXPECT_EQ(record.site, static_cast<int32_t>(WaitSite::kRowsReady));
+    EXPECT_EQ(record.expected, static_cast<int64_t>(kSequence));
+    EXPECT_EQ(record.observed, static_cast<int64_t>(kSequence - 1));
+}
+
+}  // namespace
+}  // namespace mok::test
