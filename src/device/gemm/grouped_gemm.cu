@@ -138,6 +138,15 @@ Status down_projection(const DownArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, BLOCK_K, BLOCK_N, &p.w_down));
     p.out = {a.out, a.out_ld, a.row_map, a.hidden};
     p.width = a.width;
+    p.publish = a.publish;
+    if (a.publish.tile_ready != nullptr) {
+        if (a.publish.tile_counts == nullptr || a.publish.sequence == nullptr) {
+            return Status::invalid_argument("down_projection publish", "tile_counts and sequence with tile_ready");
+        }
+        const size_t count_bytes = static_cast<size_t>(a.rows.capacity_rows / BLOCK_M) * sizeof(uint32_t);
+        MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(a.publish.tile_counts, 0, count_bytes, launch.stream),
+                                        "zeroing the row tiles' store counts"));
+    }
     return launch_form<DownForm>(p, launch);
 }
 

@@ -16,6 +16,7 @@
 
 #include "common/device_status.hpp"
 #include "device/gemm/row_groups.hpp"
+#include "device/gemm/row_tile_publish.hpp"
 #include "mok/status.hpp"
 
 namespace mok::gemm {
@@ -61,6 +62,7 @@ struct DownArgs {
     const int32_t* row_map;  // [rows] or nullptr; a negative entry skips the row
     int32_t hidden;
     int32_t width;
+    RowTilePublish publish{};  // with tile_ready set: publish each finished row tile (row_tile_publish.hpp)
 };
 Status down_projection(const DownArgs& args, const LaunchConfig& launch);
 

@@ -25,13 +25,15 @@ struct RankGemms {
     ScratchBuffers scratch;
     const float* shared_row_weight = nullptr;  // [T_pad] ones
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
+    gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
 };
 
 // gate/up + SwiGLU of the routed experts into the context. After the row gate; after the dispatch too, unless
 // g.routed.groups.tile_ready makes each row tile wait for its rows (the pipelined path).
 Status routed_gate_up(const RankGemms& g, const RankInputs& in);
 
-// The routed experts' down projection into scratch.out_rows by owner row, after routed_gate_up.
+// The routed experts' down projection into scratch.out_rows by owner row, after routed_gate_up; with
+// g.publish set, each finished row tile is published for the push.
 Status routed_down(const RankGemms& g, const RankInputs& in);
 
 // gate/up + SwiGLU of each shared expert into its context buffers and, with `outputs`, its down projection into

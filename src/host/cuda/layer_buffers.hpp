@@ -33,6 +33,7 @@ struct ScratchBuffers {
     int32_t* gate_segment_rows;
     uint32_t* wave_counters;
     uint64_t* ready_sequence;
+    uint32_t* out_tile_counts;
 
     static ScratchBuffers bind(const ScratchLayout& l, void* base) {
         ScratchBuffers b;
@@ -54,6 +55,7 @@ struct ScratchBuffers {
         b.gate_segment_rows = at<int32_t>(base, l.gate_segment_rows);
         b.wave_counters = at<uint32_t>(base, l.wave_counters);
         b.ready_sequence = at<uint64_t>(base, l.ready_sequence);
+        b.out_tile_counts = at<uint32_t>(base, l.out_tile_counts);
         return b;
     }
 };

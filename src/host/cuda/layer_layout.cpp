@@ -81,7 +81,10 @@ RankStateLayout RankStateLayout::make(const LayerDims& d) {
     p.ring_rows = plan::kExpertRowAlignment;
     RankStateLayout l;
     l.local = layout::LocalLayout::make(p, d.hidden);
-    l.bytes = layout::align_up(l.local.total_bytes, layout::kRegionAlignment);
+    const uint64_t out_ready_at = layout::align_up(l.local.total_bytes, layout::kRegionAlignment);
+    const uint64_t tiles = static_cast<uint64_t>(d.worst_case_rows / plan::kExpertRowAlignment);
+    l.out_ready = Region{out_ready_at, tiles * sizeof(uint64_t)};
+    l.bytes = layout::align_up(l.out_ready.end(), layout::kRegionAlignment);
     return l;
 }
 
@@ -110,6 +113,7 @@ ScratchLayout ScratchLayout::make(const LayerDims& d) {
     l.gate_rows = a.take(kGateWords * sizeof(int32_t));
     l.wave_counters = a.take(kWaveCounters * sizeof(uint32_t));
     l.ready_sequence = a.take(sizeof(uint64_t));
+    l.out_tile_counts = a.take(static_cast<uint64_t>(d.capacity_rows / plan::kExpertRowAlignment) * sizeof(uint32_t));
     l.gate_segment_rows = a.take(static_cast<uint64_t>(d.num_local_experts) * sizeof(int32_t));
     l.bytes = a.next;
     return l;

@@ -75,6 +75,9 @@ struct TransportStateKey {
 // idle (a few MiB at most). Taking the whole block keeps it in step with whatever the transport keeps there.
 struct RankStateLayout {
     layout::LocalLayout local;
+    // [W / 128] u64: the pipelined down projection's per-row-tile readiness, the push's load gate
+    // (gemm::RowTilePublish). Persistent like the transport's flags: it only grows, by pass sequence.
+    Region out_ready;
     uint64_t bytes = 0;
 
     static RankStateLayout make(const LayerDims& dims);
@@ -100,6 +103,7 @@ struct ScratchLayout {
     Region wave_counters;            // [kWaveCounters] uint32: the GEMMs' wave counters (gemm::LaunchConfig), one
                                      // per stream, since GEMMs on the side stream may run beside the main stream's
     Region ready_sequence;           // [1] u64: the row gate's ring-flag number for the pipelined GEMM's waits
+    Region out_tile_counts;          // [C / 128] u32: N tiles the pipelined down projection stored per row tile
     Region gate_segment_rows;        // [E/R] int32: the routed experts' segment rows for the GEMMs
     uint64_t bytes = 0;
 

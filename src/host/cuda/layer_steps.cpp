@@ -70,9 +70,12 @@ class StepsImpl final : public LayerSteps {
     RankGemms side_gemms(int32_t local, const CudaContext& context, int32_t num_sms, std::optional<RingId> ring) const;
     // Pushes each rank's output rows (forward: expert outputs; backward: dx rows with the d router weight per
     // row) and combines them into out[local] (and, backward, d_weights[local]); `d_weights` empty in a forward.
+    // With `per_tile`, the push waits for each row tile's out_ready flag (the pipelined forward); without, the
+    // whole output is already written (stream order).
     Status push_and_combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
                             std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
-                            std::span<const TensorView* const> d_weights, int32_t blocks, cudaStream_t stream);
+                            std::span<const TensorView* const> d_weights, int32_t blocks, bool per_tile,
+                            cudaStream_t stream);
     // Copies each rank's own [T, H] rows into its window (and, with shared experts, into its dense scratch).
     Status stage(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
     // SMs the side stream's GEMMs get while the transport's `comm_blocks` per rank copy, or 0 for the in-order
@@ -97,6 +100,7 @@ class StepsImpl final : public LayerSteps {
     int32_t num_sms_;
     std::vector<Peers> peers_;
     std::vector<layout::LocalBuffers> state_;  // per rank: its persistent local block (RankStateLayout)
+    std::vector<uint64_t*> out_ready_;         // per rank: RankStateLayout::out_ready
     std::vector<ScratchBuffers> scratch_;
 };
 
@@ -115,6 +119,8 @@ StepsImpl<Peers>::StepsImpl(const StepsSetup& setup, std::vector<Peers> peers)
       peers_(std::move(peers)) {
     for (int32_t local = 0; local < num_ranks(); ++local) {
         state_.push_back(layout::LocalBuffers::bind(layout_.state.local, base_ + layout_.state_offset(local)));
+        out_ready_.push_back(
+            reinterpret_cast<uint64_t*>(base_ + layout_.state_offset(local) + layout_.state.out_ready.offset));
         scratch_.push_back(ScratchBuffers::bind(layout_.scratch, base_ + layout_.scratch_offset(local)));
     }
 }
@@ -318,10 +324,21 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
                 MOK_RETURN_IF_ERROR(
                     routed_gate_up(side_gemms(local, context, side_sms, RingId::kTokens), *inputs[local]));
             }
-            return dispatch();
+            // The down projection publishes each finished row tile, and the push (on the main stream, after the
+            // dispatch) sends it as soon as it is published.
+            for (int32_t local = 0; local < num_ranks() && outputs; ++local) {
+                RankGemms g = side_gemms(local, context, side_sms, std::nullopt);
+                g.publish = {scratch_[local].out_tile_counts, out_ready_[local], scratch_[local].ready_sequence};
+                MOK_RETURN_IF_ERROR(routed_down(g, *inputs[local]));
+            }
+            MOK_RETURN_IF_ERROR(dispatch());
+            if (!outputs) {
+                return Status::ok();
+            }
+            return push_and_combine(group, TransportPass::kForward, routing, y, {}, blocks, true, stream);
         }));
-        for (int32_t local = 0; local < num_ranks() && outputs; ++local) {
-            MOK_RETURN_IF_ERROR(routed_down(rank_gemms(local, context, stream), *inputs[local]));
+        if (outputs) {
+            return Status::ok();
         }
     }
     if (!outputs) {
@@ -329,7 +346,7 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
         return timeline_->record("barrier", stream, comm::enqueue_barrier(group, stream));
     }
-    return push_and_combine(group, TransportPass::kForward, routing, y, {}, blocks, stream);
+    return push_and_combine(group, TransportPass::kForward, routing, y, {}, blocks, false, stream);
 }
 
 template <typename Peers>
@@ -381,7 +398,7 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         d_weights.push_back(&a.d_router_weights);
     }
     auto push = [&] {
-        return push_and_combine(group, TransportPass::kBackwardGrads, routing, dx, d_weights, blocks, stream);
+        return push_and_combine(group, TransportPass::kBackwardGrads, routing, dx, d_weights, blocks, false, stream);
     };
     if (side_sms == 0) {
         MOK_RETURN_IF_ERROR(exchange_and_announce());
@@ -439,14 +456,14 @@ template <typename Peers>
 Status StepsImpl<Peers>::push_and_combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
                                           std::span<const comm::RankRouting> routing,
                                           std::span<const TensorView* const> out,
-                                          std::span<const TensorView* const> d_weights, int32_t blocks,
+                                          std::span<const TensorView* const> d_weights, int32_t blocks, bool per_tile,
                                           cudaStream_t stream) {
     const bool backward = pass == TransportPass::kBackwardGrads;
     std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
     std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
     for (int32_t local = 0; local < num_ranks(); ++local) {
-        // No per-tile flags: the whole output is written before the push starts (stream order).
         sources[local].out_rows = scratch_[local].out_rows;
+        sources[local].out_ready = per_tile ? out_ready_[local] : nullptr;
         sources[local].out_ring_rows = dims_.capacity_rows;
         sources[local].weight_grads = backward ? scratch_[local].d_row_weight : nullptr;
         comm::CombineTarget& t = targets[local];

@@ -82,14 +82,20 @@ class GatedRows : public ::testing::Test {
         gemm::LaunchConfig launch = launch_with(status.get(), num_sms - kPublisherSms);
         launch.stream = gemm_stream;
         launch.timeout_ns = timeout_ns;
-        const gemm::GateUpArgs args{space,          as_device_bf16(d_x),  as_device_bf16(d_gate), as_device_bf16(d_up),
-                                    as_device_bf16(d_gu), as_device_bf16(d_h), kHidden,               kWidth};
+        const gemm::GateUpArgs args{space,
+                                    as_device_bf16(d_x),
+                                    as_device_bf16(d_gate),
+                                    as_device_bf16(d_up),
+                                    as_device_bf16(d_gu),
+                                    as_device_bf16(d_h),
+                                    kHidden,
+                                    kWidth};
         const Status s = gemm::gate_up_swiglu(args, launch);
         EXPECT_TRUE(s.is_ok()) << s.to_string();
         DeviceBuffer<int32_t> d_order(order != nullptr ? *order : std::vector<int32_t>{});
         if (order != nullptr) {
-            publish_tiles<<<1, 32, 0, publish_stream>>>(ready->get(), d_order.get(), static_cast<int32_t>(order->size()),
-                                                        kSequence, kPublishGapNs);
+            publish_tiles<<<1, 32, 0, publish_stream>>>(ready->get(), d_order.get(),
+                                                        static_cast<int32_t>(order->size()), kSequence, kPublishGapNs);
             EXPECT_EQ(cudaGetLastError(), cudaSuccess);
         }
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -138,6 +144,53 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
     EXPECT_EQ(record.site, static_cast<int32_t>(WaitSite::kRowsReady));
     EXPECT_EQ(record.expected, static_cast<int64_t>(kSequence));
     EXPECT_EQ(record.observed, static_cast<int64_t>(kSequence - 1));
+}
+
+// The down projection's hand-off to the push (gemm::RowTilePublish): every used row tile ends published with
+// this step's number after all of its N tiles were stored, tiles past the used rows stay untouched, and the
+// outputs are the bits of a run that publishes nothing.
+TEST_F(GatedRows, DownProjectionPublishesEveryRowTileOnceStored) {
+    const DeviceRowSpace d_rows(rows_);
+    std::mt19937_64 rng(kSeed + 1);
+    constexpr int32_t kOutCols = 600;  // H: three N tiles, the last one partial
+    const std::vector<Bf16> h = random_rows(rows_, kWidth, Values::kRandom, kWidth, rng);
+    const std::vector<Bf16> w_down =
+        random_bf16(static_cast<int64_t>(rows_.num_experts()) * kOutCols * kWidth, Values::kRandom, kWidth, rng);
+    DeviceBuffer<Bf16> d_h(h), d_w(w_down);
+    DeviceStatusRecord status;
+    auto run = [&](const gemm::RowTilePublish& publish) {
+        DeviceBuffer<Bf16> out(static_cast<size_t>(rows_.capacity_rows) * kOutCols);
+        out.fill_bytes(kPoisonByte);
+        const gemm::DownArgs args{d_rows.view(),
+                                  as_device_bf16(d_h),
+                                  as_device_bf16(d_w),
+                                  as_device_bf16(out),
+                                  kOutCols,
+                                  nullptr,
+                                  kOutCols,
+                                  kWidth,
+                                  publish};
+        const Status s = gemm::down_projection(args, launch_with(status.get(), 0));
+        EXPECT_TRUE(s.is_ok()) << s.to_string();
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        return out.download();
+    };
+    const std::vector<Bf16> want = run({});
+    // Counts start as garbage (the launch zeroes them); flags start at an earlier step's number.
+    DeviceBuffer<uint32_t> counts(std::vector<uint32_t>(static_cast<size_t>(num_tiles_), 0xdeadbeefu));
+    DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
+    DeviceBuffer<uint64_t> sequence(std::vector<uint64_t>{kSequence});
+    const std::vector<Bf16> got = run({counts.get(), ready.get(), sequence.get()});
+    ASSERT_EQ(status.read().code, 0);
+    EXPECT_EQ(got, want);
+    const std::vector<uint64_t> flags = ready.download();
+    const std::vector<uint32_t> stored = counts.download();
+    constexpr uint32_t kNTiles = (kOutCols + 255) / 256;
+    for (int32_t t = 0; t < num_tiles_; ++t) {
+        const bool used = t < rows_.padded_rows / 128;
+        EXPECT_EQ(flags[t], used ? kSequence : kSequence - 1) << "row tile " << t;
+        EXPECT_EQ(stored[t], used ? kNTiles : 0u) << "row tile " << t;
+    }
 }
 
 }  // namespace

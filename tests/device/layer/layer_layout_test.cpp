@@ -38,9 +38,10 @@ TEST(LayerLayout, RegionsAreAlignedAndDisjoint) {
     for (const ModelPreset& preset : model_presets()) {
         const LayerDims d = LayerDims::of(model_options(std::string(preset.name).c_str(), 4096, 8, 8, 1.25));
         const ScratchLayout s = ScratchLayout::make(d);
-        std::vector<Region> scratch = {s.dense_x,   s.dense_dy,          s.grad_rows,     s.out_rows,
-                                       s.dgu,       s.partials,          s.d_row_weight,  s.shared_partials,
-                                       s.gate_rows, s.gate_segment_rows, s.wave_counters, s.ready_sequence};
+        std::vector<Region> scratch = {
+            s.dense_x,       s.dense_dy,       s.grad_rows,       s.out_rows,  s.dgu,
+            s.partials,      s.d_row_weight,   s.shared_partials, s.gate_rows, s.gate_segment_rows,
+            s.wave_counters, s.ready_sequence, s.out_tile_counts};
         scratch.insert(scratch.end(), s.shared_out.begin(), s.shared_out.end());
         scratch.insert(scratch.end(), s.shared_dgu.begin(), s.shared_dgu.end());
         EXPECT_TRUE(aligned_and_disjoint(scratch, s.bytes, std::string(preset.name) + " scratch"));

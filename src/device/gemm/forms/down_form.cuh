@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include "device/epilogue/row_store_epilogue.cuh"
+#include "device/epilogue/row_tile_publish.cuh"
 #include "device/gemm/grouped_gemm_kernel.cuh"
 #include "device/ptx/tma.cuh"
 
@@ -19,6 +20,7 @@ struct DownForm {
         CUtensorMap w_down;            // {I, H, E}
         epilogue::RowStoreOutput out;  // num_cols = H
         int32_t width;                 // I = K
+        RowTilePublish publish;        // the pipelined path's hand-off to the push; tile_ready nullptr: none
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;
@@ -44,6 +46,10 @@ struct DownForm {
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
                                     int thread_in_wg, uint8_t* staging) {
         epilogue::row_store_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+        if (p.publish.tile_ready != nullptr) {
+            const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);
+            epilogue::publish_row_tile(p.publish, t, num_n_tiles, wg, thread_in_wg);
+        }
     }
 };
 
