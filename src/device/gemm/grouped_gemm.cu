@@ -94,14 +94,19 @@ KernelCommon common_of(const LaunchConfig& launch) {
 }
 
 template <class Form>
+Status prepare_form() {
+    return host::allow_max_dynamic_shared_memory<grouped_gemm_kernel<Form>>();
+}
+
+template <class Form>
 Status launch_form(const typename Form::Params& params, const LaunchConfig& launch) {
+    MOK_RETURN_IF_ERROR(load_kernels());
     int device = 0;
     MOK_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
     int num_sms = 0;
     MOK_RETURN_IF_ERROR(
         cuda_status(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
     const int grid = launch.num_sms > 0 && launch.num_sms < num_sms ? launch.num_sms : num_sms;
-    MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<grouped_gemm_kernel<Form>>());
     if (launch.wave_counter != nullptr) {
         MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(launch.wave_counter, 0, sizeof(uint32_t), launch.stream),
                                         "zeroing the wave counter"));
@@ -111,6 +116,26 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
 }
 
 }  // namespace
+
+Status load_kernels() {
+    using epilogue::WeightGradMode;
+    MOK_RETURN_IF_ERROR(
+        (host::load_kernels<grouped_gemm_kernel<GateUpForm>, grouped_gemm_kernel<DownForm>,
+                            grouped_gemm_kernel<DgradDownForm>, grouped_gemm_kernel<DgradGateUpForm>,
+                            grouped_gemm_kernel<WeightGradGateUpForm<WeightGradMode::kFresh>>,
+                            grouped_gemm_kernel<WeightGradGateUpForm<WeightGradMode::kAccumulate>>,
+                            grouped_gemm_kernel<WeightGradDownForm<WeightGradMode::kFresh>>,
+                            grouped_gemm_kernel<WeightGradDownForm<WeightGradMode::kAccumulate>>>("grouped GEMM")));
+    MOK_RETURN_IF_ERROR(prepare_form<GateUpForm>());
+    MOK_RETURN_IF_ERROR(prepare_form<DownForm>());
+    MOK_RETURN_IF_ERROR(prepare_form<DgradDownForm>());
+    MOK_RETURN_IF_ERROR(prepare_form<DgradGateUpForm>());
+    MOK_RETURN_IF_ERROR(prepare_form<WeightGradGateUpForm<WeightGradMode::kFresh>>());
+    MOK_RETURN_IF_ERROR(prepare_form<WeightGradGateUpForm<WeightGradMode::kAccumulate>>());
+    MOK_RETURN_IF_ERROR(prepare_form<WeightGradDownForm<WeightGradMode::kFresh>>());
+    MOK_RETURN_IF_ERROR(prepare_form<WeightGradDownForm<WeightGradMode::kAccumulate>>());
+    return load_row_op_kernels();
+}
 
 int32_t router_partial_tiles(int32_t width) {
     return (width + BLOCK_N - 1) / BLOCK_N;

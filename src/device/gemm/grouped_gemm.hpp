@@ -132,4 +132,11 @@ Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const fl
 Status reduce_router_partials(const GroupedRowSpace& rows, const float* router_partials, int32_t num_tiles,
                               float* d_router_weight, cudaStream_t stream);
 
+// Loads every kernel of the engine (each form, and the row ops above) on the current device and sets their
+// shared-memory limits, once per device. Each entry point calls it; a caller that enqueues a GEMM which waits on
+// work it enqueues later (RowGroups::tile_ready) must have called it before: a kernel's first launch may
+// otherwise load its code and synchronise the context while the waiting GEMM runs (host/cuda/kernel_attributes.hpp).
+Status load_kernels();
+Status load_row_op_kernels();  // the row ops' part of load_kernels
+
 }  // namespace mok::gemm

@@ -6,6 +6,7 @@
 #include "common/fp32_ops.hpp"
 #include "device/gemm/gemm_config.cuh"
 #include "device/gemm/grouped_gemm.hpp"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::gemm {
 namespace {
@@ -77,8 +78,13 @@ int blocks_for(int64_t threads) {
 
 }  // namespace
 
+Status load_row_op_kernels() {
+    return host::load_kernels<scale_rows_kernel, reduce_router_partials_kernel>("GEMM row-op");
+}
+
 Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight, __nv_bfloat16* dys,
                   int32_t hidden, cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(load_row_op_kernels());
     scale_rows_kernel<<<blocks_for(static_cast<int64_t>(rows.capacity_rows) * 32), kThreadsPerBlock, 0, stream>>>(
         rows.groups, rows.capacity_rows, dy, row_weight, dys, hidden);
     return launched("scale_rows");
@@ -86,6 +92,7 @@ Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const fl
 
 Status reduce_router_partials(const GroupedRowSpace& rows, const float* router_partials, int32_t num_tiles,
                               float* d_router_weight, cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(load_row_op_kernels());
     reduce_router_partials_kernel<<<blocks_for(rows.capacity_rows), kThreadsPerBlock, 0, stream>>>(
         rows.groups, rows.capacity_rows, router_partials, num_tiles, d_router_weight);
     return launched("reduce_router_partials");

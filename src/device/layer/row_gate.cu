@@ -5,6 +5,7 @@
 #include "device/comm/signals.cuh"
 #include "device/common/bounded_wait.cuh"
 #include "device/layer/row_gate.hpp"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::layer {
 namespace {
@@ -58,7 +59,12 @@ __global__ void __launch_bounds__(kGateThreads) row_gate_kernel(const __grid_con
 
 }  // namespace
 
+Status load_row_gate_kernel() {
+    return host::load_kernels<row_gate_kernel>("row gate");
+}
+
 Status enqueue_row_gate(const RowGateLaunch& launch, cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(load_row_gate_kernel());
     if (launch.num_ranks < 1 || launch.num_ranks > comm::kMaxLaunchRanks || launch.capacity_rows < 0) {
         return Status::invalid_argument("row gate ranks", "1 to " + std::to_string(comm::kMaxLaunchRanks) + " ranks");
     }

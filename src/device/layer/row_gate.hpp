@@ -58,4 +58,8 @@ struct RowGateLaunch {
 // Enqueues the launch on `stream`: one slice of blocks per rank, sized for the capacity (no host sync).
 Status enqueue_row_gate(const RowGateLaunch& launch, cudaStream_t stream);
 
+// Loads the kernel's code on the current device, once (enqueue_row_gate calls it; the layer calls it at creation,
+// before any step enqueues a kernel that waits on later work: host/cuda/kernel_attributes.hpp says why).
+Status load_row_gate_kernel();
+
 }  // namespace mok::layer

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "device/gemm/grouped_gemm.hpp"
+#include "device/layer/row_gate.hpp"
 #include "host/comm/device_status.hpp"
 #include "host/cuda/cuda_arguments.hpp"
 #include "host/cuda/cuda_status.hpp"
@@ -58,6 +60,10 @@ Status CudaLayer::create(const LayerOptions& options, std::shared_ptr<Workspace>
     MOK_RETURN_IF_ERROR(cuda_workspace->bind(TransportStateKey::of(layer->dims_)));
     DeviceGuard guard;
     MOK_RETURN_IF_ERROR(guard.use(options.device.index));
+    // The pipelined steps enqueue GEMMs that wait for a later dispatch: every kernel they launch is loaded now,
+    // before the first step (host/cuda/kernel_attributes.hpp says why).
+    MOK_RETURN_IF_ERROR(gemm::load_kernels());
+    MOK_RETURN_IF_ERROR(layer::load_row_gate_kernel());
     std::vector<ScratchBuffers> scratch;
     for (int32_t local = 0; local < layer->dims_.num_local_ranks; ++local) {
         scratch.push_back(ScratchBuffers::bind(layer->layout_.scratch,

@@ -4,8 +4,10 @@
 // loading may synchronise the context. With virtual ranks, the kernels of ranks enqueued earlier spin (bounded)
 // on a rank enqueued later; the first launch of a kernel on the way (the backward's first grads_announce, say)
 // then blocked the host until the spinning kernels timed out, and the later rank was never enqueued in time.
-// (CUDA_MODULE_LOADING=EAGER made the same test pass on an H200.) So every kernel a step can launch is loaded
-// before its first step: load_kernels below, called once per device.
+// (CUDA_MODULE_LOADING=EAGER made the same test pass on an H200.) The layer's pipelined steps have the same shape
+// within one rank: a GEMM that waits for the dispatch's row tiles is enqueued before the dispatch, so the first
+// launch of any kernel between the two (the down projection's, say) stalled until the GEMM timed out. So every
+// kernel a step can launch is loaded before its first step: load_kernels below, called once per device.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -13,6 +13,7 @@
 #include "device/gemm/gemm_test_support.hpp"
 #include "device/ptx/atomics.cuh"
 #include "device/ptx/timer.cuh"
+#include "host/cuda/kernel_attributes.hpp"
 
 namespace mok::test {
 namespace {
@@ -68,6 +69,10 @@ class GatedRows : public ::testing::Test {
         d_gu.fill_bytes(kPoisonByte);
         d_h.fill_bytes(kPoisonByte);
         DeviceBuffer<uint64_t> sequence(std::vector<uint64_t>{kSequence});
+        // Allocated, and the publisher loaded, before the GEMM starts: either may wait for the device to go idle
+        // (host/cuda/kernel_attributes.hpp), and the GEMM waits for the publisher launched after it.
+        DeviceBuffer<int32_t> d_order(order != nullptr ? *order : std::vector<int32_t>{});
+        EXPECT_TRUE(host::load_kernels<publish_tiles>("test publisher").is_ok());
         gemm::GroupedRowSpace space = d_rows.view();
         if (ready != nullptr) {
             space.groups.tile_ready = ready->get();
@@ -92,7 +97,6 @@ class GatedRows : public ::testing::Test {
                                     kWidth};
         const Status s = gemm::gate_up_swiglu(args, launch);
         EXPECT_TRUE(s.is_ok()) << s.to_string();
-        DeviceBuffer<int32_t> d_order(order != nullptr ? *order : std::vector<int32_t>{});
         if (order != nullptr) {
             publish_tiles<<<1, 32, 0, publish_stream>>>(ready->get(), d_order.get(),
                                                         static_cast<int32_t>(order->size()), kSequence, kPublishGapNs);

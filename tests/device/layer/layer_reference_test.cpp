@@ -93,8 +93,10 @@ TEST(LayerStats, EqualTheCpuBackends) {
     LayerUnderTest gpu;
     ASSERT_TRUE(make_layer(device.options(), &gpu).is_ok());
     TestStream stream;
-    ASSERT_TRUE(gpu.layer->forward(device.forward_args(), gpu.context.get(), stream.get()).is_ok());
-    ASSERT_TRUE(gpu.layer->synchronize(stream.get()).is_ok());
+    const Status forward = gpu.layer->forward(device.forward_args(), gpu.context.get(), stream.get());
+    ASSERT_TRUE(forward.is_ok()) << forward.to_string();
+    const Status synced = gpu.layer->synchronize(stream.get());
+    ASSERT_TRUE(synced.is_ok()) << synced.to_string();
     for (int r = 0; r < 4; ++r) {
         const RoutingStats& want = cpu.context->stats(r);
         const RoutingStats& got = gpu.context->stats(r);
