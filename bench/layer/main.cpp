@@ -12,6 +12,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,10 +47,13 @@ struct LayerCase {
     int64_t tokens = 0;
     int ep = 1;
     std::string routing;  // "uniform" or "zipf"
+    int comm_sms = 0;     // Config::num_comm_sms_forward and _backward; 0: the library's choice
 
+    // A case at the library's choice of SMs keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
+        const std::string sms = comm_sms > 0 ? "/comm" + std::to_string(comm_sms) : "";
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
-               "/" + pass;
+               sms + "/" + pass;
     }
 };
 
@@ -176,6 +180,8 @@ class Rank {
         options.backend = Backend::kCuda;
         options.device = dev;
         options.communicator = std::move(communicator);
+        options.config.num_comm_sms_forward = c.comm_sms;
+        options.config.num_comm_sms_backward = c.comm_sms;
         size_t bytes = 0;
         check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
@@ -308,6 +314,7 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("ep", c.ep)
         .set("tokens_per_rank", c.tokens)
         .set("routing", c.routing)
+        .set("comm_sms", c.comm_sms)
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
@@ -378,7 +385,7 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, memory, stages, cases);
 }
 
-std::vector<LayerCase> sweep(const CommonOptions& options, int visible) {
+std::vector<LayerCase> sweep(const CommonOptions& options, const std::vector<int>& comm_sms, int visible) {
     std::vector<std::string> models = {"deepseek-v3", "qwen3.5-397b-a17b"};
     std::vector<int64_t> tokens = {4096};
     std::vector<std::string> routings = {"uniform", "zipf"};
@@ -403,7 +410,9 @@ std::vector<LayerCase> sweep(const CommonOptions& options, int visible) {
         for (const int64_t t : tokens) {
             for (const int ep : eps) {
                 for (const std::string& routing : routings) {
-                    out.push_back({model, t, ep, routing});
+                    for (const int sms : comm_sms) {
+                        out.push_back({model, t, ep, routing, sms});
+                    }
                 }
             }
         }
@@ -416,11 +425,34 @@ void print_usage() {
         "usage: mok-bench-layer [flags]\n"
         "The MoE layer (forward, backward) at EP 1 and EP 2: DeepSeek-V3 and Qwen3.5 at 4096 tokens per rank,\n"
         "uniform and Zipf routing (--quick: DeepSeek-V3 uniform; --full: every preset at 2048, 4096, 16384\n"
-        "tokens). Pairs with bench/baselines/layer_baseline.py in the same run. Writes one JSON result.\n%s",
+        "tokens). Pairs with bench/baselines/layer_baseline.py in the same run. Writes one JSON result.\n%s"
+        "  --comm-sms LIST   comma list of communication SM counts to run each case at (Config::num_comm_sms_*;\n"
+        "                    0, the default, is the library's choice; other counts add /comm<N> to the case name)\n",
         common_options_help().c_str());
 }
 
+// The --comm-sms list, from the arguments the common parser left; throws std::invalid_argument on anything else.
+std::vector<int> parse_comm_sms(const std::vector<std::string>& rest) {
+    std::vector<int> out;
+    for (size_t i = 0; i < rest.size(); ++i) {
+        if (rest[i] != "--comm-sms" || i + 1 >= rest.size()) {
+            throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
+        }
+        std::stringstream list(rest[++i]);
+        for (std::string item; std::getline(list, item, ',');) {
+            size_t used = 0;
+            const int sms = std::stoi(item, &used);
+            if (used != item.size() || sms < 0) {
+                throw std::invalid_argument("--comm-sms: a comma list of SM counts >= 0, got '" + rest[i] + "'");
+            }
+            out.push_back(sms);
+        }
+    }
+    return out.empty() ? std::vector<int>{0} : out;
+}
+
 int run(const CommonOptions& options) {
+    const std::vector<int> comm_sms = parse_comm_sms(options.rest);
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kWarmup);
     timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
@@ -443,7 +475,7 @@ int run(const CommonOptions& options) {
         cublas_tflops = f.name == "tflops" ? f.value : cublas_tflops;
     }
     result.cases.push_back(ceiling);
-    for (const LayerCase& c : sweep(options, visible)) {
+    for (const LayerCase& c : sweep(options, comm_sms, visible)) {
         try {
             run_case(c, cublas_tflops, timing, result.cases);
         } catch (const std::exception& error) {
@@ -463,5 +495,15 @@ int run(const CommonOptions& options) {
 
 int main(int argc, char** argv) {
     using namespace mok::bench;
-    return run_benchmark_main(argc, argv, "mok-bench-layer", layer::print_usage, layer::run);
+    try {
+        const CommonOptions options = parse_common_options(argc, argv);
+        if (options.help) {
+            layer::print_usage();
+            return 0;
+        }
+        return layer::run(options);
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "mok-bench-layer: %s\n", error.what());
+        return 1;
+    }
 }
