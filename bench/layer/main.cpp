@@ -441,8 +441,13 @@ std::vector<int> parse_comm_sms(const std::vector<std::string>& rest) {
         std::stringstream list(rest[++i]);
         for (std::string item; std::getline(list, item, ',');) {
             size_t used = 0;
-            const int sms = std::stoi(item, &used);
-            if (used != item.size() || sms < 0) {
+            int sms = -1;
+            try {
+                sms = std::stoi(item, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used == 0 || used != item.size() || sms < 0) {
                 throw std::invalid_argument("--comm-sms: a comma list of SM counts >= 0, got '" + rest[i] + "'");
             }
             out.push_back(sms);
