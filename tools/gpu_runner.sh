@@ -27,6 +27,9 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
   --sass             count HGMMA, UTMALDG and local-memory (LDL/STL) instructions per kernel
   --ncu-layer        profile the layer's grouped GEMMs with Nsight Compute (GPU 0, EP 1, one forward and one
                      backward of mok-bench-layer --quick): DRAM bytes, throughputs and L2 hit rate per launch
+  --ncu-gemm RE      profile the grouped GEMM launches whose kernel name matches RE (the form, e.g. 'Dgrad') in
+                     mok-bench-gemm --quick with Nsight Compute's throughput, warp-state, memory and occupancy
+                     sections (GPU 0, first 16 matching launches); every metric goes to ncu-gemm.txt
   --build-dir DIR    build folder (default: build-gpu)
   --step-timeout S   seconds one step may take before it is stopped (default: 900)
   --dry-run          print the commands instead of running them
@@ -49,6 +52,7 @@ num_gpus=""
 build_only=0
 run_sass=0
 run_ncu_layer=0
+ncu_gemm_regex=""
 build_dir="build-gpu"
 step_timeout=900
 dry_run=0
@@ -68,6 +72,7 @@ while [[ $# -gt 0 ]]; do
         --build-only) build_only=1; selected=1 ;;
         --sass) run_sass=1; selected=1 ;;
         --ncu-layer) run_ncu_layer=1; selected=1 ;;
+        --ncu-gemm) ncu_gemm_regex="${2:?--ncu-gemm needs a kernel-name pattern}"; selected=1; shift ;;
         --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift ;;
         --step-timeout) step_timeout="${2:?--step-timeout needs seconds}"; shift ;;
         --dry-run) dry_run=1 ;;
@@ -383,6 +388,9 @@ ncu_csv="$run_dir/ncu-layer.csv"
 ncu_report="$run_dir/ncu-layer.txt"
 # Launches profiled: the first forward's 4 GEMMs (routed and shared gate/up and down) and the first backward's 8.
 ncu_launches=12
+# --ncu-gemm: the quick GEMM bench's first shape runs each form at 128 and 4096 rows per expert, each timed once
+# after a checked run, so 16 matching launches cover a form pair at both sizes.
+ncu_gemm_launches=16
 
 run_ncu_layer_step() {
     local ncu bench
@@ -406,6 +414,33 @@ run_ncu_layer_step() {
         "$python" tools/ncu_summary.py "$ncu_csv" >"$ncu_report" 2>&1 || true
     fi
 }
+
+run_ncu_gemm_step() {
+    local ncu bench csv="$run_dir/ncu-gemm.csv"
+    ncu="$(command -v ncu || true)"
+    [[ -z "$ncu" && -x /usr/local/cuda/bin/ncu ]] && ncu=/usr/local/cuda/bin/ncu
+    bench="$(find_program mok-bench-gemm)"
+    if [[ -z "$ncu" || -z "$bench" ]]; then
+        skip_step ncu-gemm "Nsight Compute (ncu) or mok-bench-gemm is missing"
+        return
+    fi
+    run_step ncu-gemm env CUDA_VISIBLE_DEVICES=0 "$ncu" --kernel-name "regex:$ncu_gemm_regex" \
+        --launch-count "$ncu_gemm_launches" --section SpeedOfLight --section ComputeWorkloadAnalysis \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv --log-file "$csv" \
+        "$bench" --quick --reps 1 --warmup 0 --out "$run_dir/ncu-gemm-bench"
+    if [[ -n "$python" && -f "$csv" ]]; then
+        "$python" tools/ncu_summary.py --details "$csv" >"$run_dir/ncu-gemm.txt" 2>&1 || true
+    fi
+}
+
+if [[ -n "$ncu_gemm_regex" ]]; then
+    if [[ $dry_run -eq 1 || $build_ok -eq 1 ]]; then
+        run_ncu_gemm_step
+    else
+        skip_step ncu-gemm "the build failed"
+    fi
+fi
 
 if [[ $run_ncu_layer -eq 1 ]]; then
     if [[ $dry_run -eq 1 || $build_ok -eq 1 ]]; then
@@ -451,6 +486,11 @@ fi
         echo
         echo "ncu (the layer's grouped GEMMs, EP 1):"
         sed 's/^/  /' "$ncu_report"
+    fi
+    if [[ -f "$run_dir/ncu-gemm.txt" ]]; then
+        echo
+        echo "ncu (grouped GEMM launches matching '$ncu_gemm_regex'; every metric in ncu-gemm.txt of the archive):"
+        sed '/^$/q' "$run_dir/ncu-gemm.txt" | sed 's/^/  /'
     fi
     if [[ ${#result_files[@]} -gt 0 && -n "$python" ]]; then
         echo

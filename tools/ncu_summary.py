@@ -3,6 +3,7 @@
 and SM throughput, L2 hit rate. tools/gpu_runner.sh --ncu-layer writes the CSV and runs this on it.
 
     tools/ncu_summary.py ncu-layer.csv
+    tools/ncu_summary.py --details ncu-gemm.csv     # then every metric of every launch, one per line
 """
 import argparse
 import csv
@@ -40,6 +41,7 @@ def scaled(value, unit):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("csv", help="ncu --csv output")
+    parser.add_argument("--details", action="store_true", help="also list every metric of every launch")
     args = parser.parse_args()
     launches = OrderedDict()
     with open(args.csv, newline="") as f:
@@ -61,6 +63,11 @@ def main():
             else:
                 cells.append(f"{'-':>10}")
         print(f"{launch:<3} " + "  ".join(cells) + f"  {grid:<11} {kernel}")
+    if args.details:
+        for (launch, kernel, _), metrics in launches.items():
+            print(f"\n{launch} {kernel}")
+            for metric, (value, unit) in metrics.items():
+                print(f"    {metric:<60} {value} {unit}")
     return 0
 
 
