@@ -424,7 +424,9 @@ run_ncu_gemm_step() {
         skip_step ncu-gemm "Nsight Compute (ncu) or mok-bench-gemm is missing"
         return
     fi
-    run_step ncu-gemm env CUDA_VISIBLE_DEVICES=0 "$ncu" --kernel-name "regex:$ncu_gemm_regex" \
+    # Matched against the demangled name: the form is a template argument, which the default base name drops.
+    run_step ncu-gemm env CUDA_VISIBLE_DEVICES=0 "$ncu" --kernel-name-base demangled \
+        --kernel-name "regex:$ncu_gemm_regex" \
         --launch-count "$ncu_gemm_launches" --section SpeedOfLight --section ComputeWorkloadAnalysis \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv --log-file "$csv" \
