@@ -22,6 +22,28 @@
 
 namespace mok::epilogue {
 
+// Column groups per staging pass (dg and du side by side): small passes keep few g, u loads in flight, so the
+// epilogue fits beside the 128 accumulator registers without spilling.
+inline constexpr int kSwigluBackwardGroupsPerPass = 4;
+// Accumulators one pass reads: four per column group (two rows x two columns per thread).
+inline constexpr int kSwigluBackwardValuesPerPass = kSwigluBackwardGroupsPerPass * 4;
+
+// The accumulators of pass `pass` (a run-time index), copied out with static register indices: acc must stay in
+// registers, which a dynamic index into it would move to local memory.
+__device__ __forceinline__ void select_pass_values(const float (&acc)[gemm::kNumAccumulators], int pass,
+                                                   float (&out)[kSwigluBackwardValuesPerPass]) {
+    constexpr int kPasses = gemm::kNumAccumulators / kSwigluBackwardValuesPerPass;
+#pragma unroll
+    for (int q = 0; q < kPasses; ++q) {
+        if (q == pass) {
+#pragma unroll
+            for (int j = 0; j < kSwigluBackwardValuesPerPass; ++j) {
+                out[j] = acc[q * kSwigluBackwardValuesPerPass + j];
+            }
+        }
+    }
+}
+
 struct SwigluBackwardOutputs {
     const __nv_bfloat16* gu;  // [rows, 2, I]  the forward's saved g and u
     const float* row_weight;  // [rows]        router weight of each row (1 for shared experts)
@@ -35,9 +57,7 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                                                          const float (&acc)[gemm::kNumAccumulators], int wg,
                                                          int thread_in_wg, uint8_t* staging) {
     constexpr int kGroups = gemm::BLOCK_N / 8;  // column groups of the accumulator
-    // Column groups per staging pass (dg and du side by side): small passes keep few g, u loads in flight, so the
-    // epilogue fits beside the 128 accumulator registers without spilling.
-    constexpr int kGroupsPerPass = 4;
+    constexpr int kGroupsPerPass = kSwigluBackwardGroupsPerPass;
     const Fragment f = Fragment::of_thread(thread_in_wg);
     const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
     const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;
@@ -54,8 +74,13 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         weight[half] = row_valid[half] ? out.row_weight[first_row + row] : 0.0f;
     }
 
-#pragma unroll
+    // The passes are a real loop, not unrolled: unrolled, the SwiGLU backward of all 128 values per thread
+    // (two exponentials' and a division's worth of instructions each) made the kernel's code larger than the
+    // instruction cache, and every tile's epilogue then ran from L2 at half the kernel's rate (docs/gemm.md).
+#pragma unroll 1
     for (int pass = 0; pass < kGroups / kGroupsPerPass; ++pass) {
+        float dh_values[kSwigluBackwardValuesPerPass];
+        select_pass_values(acc, pass, dh_values);
         // The pass's g and u first, all loads in flight together: interleaved with the staging stores, each load
         // would wait for the store before it (the compiler cannot prove they do not alias).
         __nv_bfloat162 g2[kGroupsPerPass][2];
@@ -76,7 +101,6 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         }
 #pragma unroll
         for (int i = 0; i < kGroupsPerPass; ++i) {
-            const int group = pass * kGroupsPerPass + i;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int row = f.row + half * 8;
@@ -86,7 +110,7 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                 float du[2];
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
-                    const float dh_prime = acc[group * 4 + half * 2 + c];
+                    const float dh_prime = dh_values[i * 4 + half * 2 + c];
                     const swiglu::Activation act = swiglu::activation(g[c]);
                     const float h = round_to_bf16(swiglu::forward(u[c], act));
                     partial[half] = fp32::fma(dh_prime, h, partial[half]);
