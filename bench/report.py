@@ -1,7 +1,8 @@
 """Tables and plots of benchmark results (docs/benchmarking.md).
 
 Reads result JSON files (bench/results/*.json by default; files or folders may be named), keeps one run (the
-latest, or --run-id), and writes:
+latest, or --run-id; --run-id more than once joins runs of one commit on one machine, such as a sweep whose
+baseline was split across calls), and writes:
   - a markdown report: every figure with its spread, baseline and ratio; every mok case next to the baseline
     cases of the same run ('<baseline>/<case>'), with the speedup; skipped and failed cases with their reasons;
   - PNG plots, when matplotlib is installed: the speedup over each baseline per case, and the fraction of the
@@ -77,13 +78,18 @@ def load(paths: Iterable[Path]) -> list[Loaded]:
     return loaded
 
 
-def select_run(loaded: list[Loaded], run_id: Optional[str]) -> list[Loaded]:
-    """The files of one run: the one asked for, or the run whose newest file is newest."""
+def select_run(loaded: list[Loaded], run_ids: Optional[list[str]]) -> list[Loaded]:
+    """The files of the runs asked for, or of the run whose newest file is newest. Runs joined must share the
+    commit and the device: their ratios are then as good as those of one run."""
     if not loaded:
         return []
-    if run_id is None:
-        run_id = max(loaded, key=lambda item: str(item.data.get("date", ""))).data["run_id"]
-    return [item for item in loaded if item.data.get("run_id") == run_id]
+    if not run_ids:
+        run_ids = [max(loaded, key=lambda item: str(item.data.get("date", ""))).data["run_id"]]
+    run = [item for item in loaded if item.data.get("run_id") in run_ids]
+    machines = {(item.data.get("commit"), item.data.get("device"), item.data.get("num_gpus")) for item in run}
+    if len(machines) > 1:
+        raise SystemExit(f"report: the runs {run_ids} differ in commit, device or GPU count: {sorted(machines)}")
+    return run
 
 
 def number(value: Any) -> str:
@@ -170,11 +176,12 @@ def figure_rows(item: Loaded) -> list[list[str]]:
 
 def markdown(run: list[Loaded]) -> str:
     first = run[0].data
+    run_ids = sorted({str(item.data.get("run_id")) for item in run})
     lines = [
         "# mok benchmark report",
         "",
-        f"Run `{first.get('run_id')}` on {first.get('num_gpus')} x {first.get('device')}, "
-        f"commit `{first.get('commit')}`.",
+        f"Run{'s' if len(run_ids) > 1 else ''} {', '.join(f'`{r}`' for r in run_ids)} on "
+        f"{first.get('num_gpus')} x {first.get('device')}, commit `{first.get('commit')}`.",
         "",
     ]
     found = comparisons(run)
@@ -314,7 +321,8 @@ def main(argv: list[str]) -> int:
     default_results = Path(__file__).resolve().parent / "results"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, default=[default_results], help="JSON files or folders")
-    parser.add_argument("--run-id", help="the run to report (default: the latest)")
+    parser.add_argument("--run-id", action="append",
+                        help="the run to report (default: the latest); repeat to join runs of one commit and machine")
     parser.add_argument("--out", type=Path, default=Path("bench-report"), help="folder for report.md and the plots")
     parser.add_argument("--summary", action="store_true", help="print a short table and write nothing")
     parser.add_argument("--no-plots", action="store_true", help="tables only")

@@ -75,8 +75,8 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
     }
 
     // The passes are a real loop, not unrolled: unrolled, the SwiGLU backward of all 128 values per thread
-    // (two exponentials' and a division's worth of instructions each) made the kernel's code larger than the
-    // instruction cache, and every tile's epilogue then ran from L2 at half the kernel's rate (docs/gemm.md).
+    // (two exponentials' and a division's worth of instructions each) made this form's code six times the size
+    // of any other's, more than the instruction cache holds, and the kernel 1.5x slower (docs/gemm.md).
 #pragma unroll 1
     for (int pass = 0; pass < kGroups / kGroupsPerPass; ++pass) {
         float dh_values[kSwigluBackwardValuesPerPass];
