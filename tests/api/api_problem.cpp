@@ -141,17 +141,21 @@ std::vector<BackwardArgs> ApiProblem::backward_args(GradMode mode) const {
     return args;
 }
 
-void ApiProblem::prepare_outputs(uint64_t seed) {
+void ApiProblem::prepare_outputs(uint64_t seed, bool fill_main_grad) {
     std::mt19937_64 rng(seed);
     for (ApiRank& rank : ranks_) {
         rank.y.poison();
         rank.dx.poison();
         rank.d_router_weights.poison();
         poison(rank.d_experts_fresh);
-        fill_random(rank.d_experts_main, rng);
+        if (fill_main_grad) {
+            fill_random(rank.d_experts_main, rng);
+        }
         for (size_t i = 0; i < rank.d_shared_fresh.size(); ++i) {
             poison(rank.d_shared_fresh[i]);
-            fill_random(rank.d_shared_main[i], rng);
+            if (fill_main_grad) {
+                fill_random(rank.d_shared_main[i], rng);
+            }
         }
     }
 }

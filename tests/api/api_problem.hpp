@@ -52,8 +52,10 @@ class ApiProblem {
     std::vector<RankInputs> inputs() const;
     std::vector<BackwardArgs> backward_args(GradMode mode) const;
 
-    // Poisons y, dx, d_router_weights and the fresh gradients; fills main_grad with random fp32 values.
-    void prepare_outputs(uint64_t seed);
+    // Poisons y, dx, d_router_weights and the fresh gradients; fills main_grad with random fp32 values, unless
+    // `fill_main_grad` is false (a fresh-gradient step never reads it, and at the model presets' sizes the fill
+    // takes seconds).
+    void prepare_outputs(uint64_t seed, bool fill_main_grad = true);
 
     ApiRank& rank(int r) { return ranks_[r]; }
     const ApiRank& rank(int r) const { return ranks_[r]; }
