@@ -93,9 +93,14 @@ KernelCommon common_of(const LaunchConfig& launch) {
     return {launch.status, launch.rank, launch.timeout_ns, launch.wave_counter};
 }
 
-template <class Form>
-Status prepare_form() {
-    return host::allow_max_dynamic_shared_memory<grouped_gemm_kernel<Form>>();
+// Loads the forms' kernels and raises their shared-memory limits.
+template <class... Forms>
+Status prepare_forms() {
+    MOK_RETURN_IF_ERROR((host::load_kernels<grouped_gemm_kernel<Forms>...>("grouped GEMM")));
+    for (const Status& raised : {host::allow_max_dynamic_shared_memory<grouped_gemm_kernel<Forms>>()...}) {
+        MOK_RETURN_IF_ERROR(raised);
+    }
+    return Status::ok();
 }
 
 template <class Form>
@@ -118,23 +123,17 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
 }  // namespace
 
 Status load_kernels() {
-    using epilogue::WeightGradMode;
-    MOK_RETURN_IF_ERROR(
-        (host::load_kernels<grouped_gemm_kernel<GateUpForm>, grouped_gemm_kernel<DownForm>,
-                            grouped_gemm_kernel<DgradDownForm>, grouped_gemm_kernel<DgradGateUpForm>,
-                            grouped_gemm_kernel<WeightGradGateUpForm<WeightGradMode::kFresh>>,
-                            grouped_gemm_kernel<WeightGradGateUpForm<WeightGradMode::kAccumulate>>,
-                            grouped_gemm_kernel<WeightGradDownForm<WeightGradMode::kFresh>>,
-                            grouped_gemm_kernel<WeightGradDownForm<WeightGradMode::kAccumulate>>>("grouped GEMM")));
-    MOK_RETURN_IF_ERROR(prepare_form<GateUpForm>());
-    MOK_RETURN_IF_ERROR(prepare_form<DownForm>());
-    MOK_RETURN_IF_ERROR(prepare_form<DgradDownForm>());
-    MOK_RETURN_IF_ERROR(prepare_form<DgradGateUpForm>());
-    MOK_RETURN_IF_ERROR(prepare_form<WeightGradGateUpForm<WeightGradMode::kFresh>>());
-    MOK_RETURN_IF_ERROR(prepare_form<WeightGradGateUpForm<WeightGradMode::kAccumulate>>());
-    MOK_RETURN_IF_ERROR(prepare_form<WeightGradDownForm<WeightGradMode::kFresh>>());
-    MOK_RETURN_IF_ERROR(prepare_form<WeightGradDownForm<WeightGradMode::kAccumulate>>());
-    return load_row_op_kernels();
+    // Every GEMM launch calls this: after the first call on a device it is one check.
+    static host::PerDeviceOnce state;
+    return host::once_per_device(state, [](int) -> Status {
+        using epilogue::WeightGradMode;
+        MOK_RETURN_IF_ERROR((
+            prepare_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm,
+                          WeightGradGateUpForm<WeightGradMode::kFresh>,
+                          WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
+                          WeightGradDownForm<WeightGradMode::kAccumulate>>()));
+        return load_row_op_kernels();
+    });
 }
 
 int32_t router_partial_tiles(int32_t width) {
