@@ -67,14 +67,14 @@ std::string common_options_help() {
 }
 
 int run_benchmark_main(int argc, char** argv, const char* program, void (*usage)(),
-                       int (*run)(const CommonOptions& options)) {
+                       int (*run)(const CommonOptions& options), OtherFlags other_flags) {
     try {
         const CommonOptions options = parse_common_options(argc, argv);
         if (options.help) {
             usage();
             return 0;
         }
-        if (!options.rest.empty()) {
+        if (other_flags == OtherFlags::kRefuse && !options.rest.empty()) {
             std::fprintf(stderr, "%s: unknown flag '%s' (see --help)\n", program, options.rest.front().c_str());
             return 2;
         }

@@ -31,9 +31,15 @@ CommonOptions parse_common_options(int argc, char** argv);
 // The help text for the flags above, one per line, for a program's --help.
 std::string common_options_help();
 
-// The main() of a benchmark program that takes only the common flags: parses them, prints `usage()` for --help,
-// refuses unknown flags (exit 2), and runs `run(options)`; an exception becomes a message and exit 1.
+// What a benchmark program does with the flags the common parser does not know.
+enum class OtherFlags {
+    kRefuse,  // exit 2, naming the first
+    kPass,    // leave them in CommonOptions::rest for run(), which throws std::invalid_argument on a bad one
+};
+
+// The main() of a benchmark program: parses the common flags, prints `usage()` for --help, handles the others as
+// `other_flags` says, and runs `run(options)`; an exception becomes a message and exit 1.
 int run_benchmark_main(int argc, char** argv, const char* program, void (*usage)(),
-                       int (*run)(const CommonOptions& options));
+                       int (*run)(const CommonOptions& options), OtherFlags other_flags = OtherFlags::kRefuse);
 
 }  // namespace mok::bench

@@ -500,15 +500,6 @@ int run(const CommonOptions& options) {
 
 int main(int argc, char** argv) {
     using namespace mok::bench;
-    try {
-        const CommonOptions options = parse_common_options(argc, argv);
-        if (options.help) {
-            layer::print_usage();
-            return 0;
-        }
-        return layer::run(options);
-    } catch (const std::exception& error) {
-        std::fprintf(stderr, "mok-bench-layer: %s\n", error.what());
-        return 1;
-    }
+    // run() reads --comm-sms from the flags the common parser leaves.
+    return run_benchmark_main(argc, argv, "mok-bench-layer", layer::print_usage, layer::run, OtherFlags::kPass);
 }
