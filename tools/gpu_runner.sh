@@ -277,6 +277,15 @@ find_program() {
     find "$build_dir" -type f -name "$1" -perm -u+x 2>/dev/null | head -n 1
 }
 
+# Nsight Compute: on the PATH, or in the CUDA toolkit; empty when neither has it.
+find_ncu() {
+    if command -v ncu 2>/dev/null; then
+        return
+    fi
+    [[ -x /usr/local/cuda/bin/ncu ]] && echo /usr/local/cuda/bin/ncu
+    return 0
+}
+
 run_cpp_bench() {
     local name="$1" program="$2"
     local path
@@ -394,8 +403,7 @@ ncu_gemm_launches=16
 
 run_ncu_layer_step() {
     local ncu bench
-    ncu="$(command -v ncu || true)"
-    [[ -z "$ncu" && -x /usr/local/cuda/bin/ncu ]] && ncu=/usr/local/cuda/bin/ncu
+    ncu="$(find_ncu)"
     bench="$(find_program mok-bench-layer)"
     if [[ -z "$ncu" ]]; then
         skip_step ncu-layer "Nsight Compute (ncu) is not installed"
@@ -417,8 +425,7 @@ run_ncu_layer_step() {
 
 run_ncu_gemm_step() {
     local ncu bench csv="$run_dir/ncu-gemm.csv"
-    ncu="$(command -v ncu || true)"
-    [[ -z "$ncu" && -x /usr/local/cuda/bin/ncu ]] && ncu=/usr/local/cuda/bin/ncu
+    ncu="$(find_ncu)"
     bench="$(find_program mok-bench-gemm)"
     if [[ -z "$ncu" || -z "$bench" ]]; then
         skip_step ncu-gemm "Nsight Compute (ncu) or mok-bench-gemm is missing"
