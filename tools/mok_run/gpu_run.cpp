@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host/cuda/cuda_status.hpp"
+#include "layer_instance.hpp"
 #include "report.hpp"
 
 namespace mok::run {
@@ -163,16 +164,12 @@ Status run_on_gpu(const LayerOptions& layer_options, int iterations, LayerData& 
     cudaDeviceProp properties{};
     MOK_RETURN_IF_ERROR(
         cuda_status(cudaGetDeviceProperties(&properties, layer_options.device.index), "device properties"));
-    size_t bytes = 0;
-    MOK_RETURN_IF_ERROR(MoeLayer::workspace_bytes(layer_options, &bytes));
+    LayerInstance instance;
+    MOK_RETURN_IF_ERROR(create_layer_instance(layer_options, &instance));
     std::printf("  device     %s, workspace %.3f GiB\n", properties.name,
-                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-    std::shared_ptr<Workspace> workspace;
-    MOK_RETURN_IF_ERROR(Workspace::create(layer_options.backend, layer_options.device, bytes, &workspace));
-    std::unique_ptr<MoeLayer> layer;
-    MOK_RETURN_IF_ERROR(MoeLayer::create(layer_options, workspace, &layer));
-    std::unique_ptr<ForwardContext> context;
-    MOK_RETURN_IF_ERROR(layer->create_context(&context));
+                static_cast<double>(instance.workspace_bytes) / (1024.0 * 1024.0 * 1024.0));
+    MoeLayer* layer = instance.layer.get();
+    ForwardContext* context = instance.context.get();
 
     const int ep_size = layer_options.topology.ep_size;
     std::vector<DeviceRank> ranks(static_cast<size_t>(ep_size));
@@ -193,7 +190,7 @@ Status run_on_gpu(const LayerOptions& layer_options, int iterations, LayerData& 
     for (int step = 0; step <= iterations && status.is_ok(); ++step) {
         status = cuda_status(cudaEventRecord(marks[0], stream), "cudaEventRecord");
         if (status.is_ok()) {
-            status = layer->forward(args.forward, context.get(), stream);
+            status = layer->forward(args.forward, context, stream);
         }
         if (status.is_ok()) {
             status = cuda_status(cudaEventRecord(marks[1], stream), "cudaEventRecord");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "layer_data.hpp"
+#include "layer_instance.hpp"
 #include "mok/mok.hpp"
 #if MOK_RUN_WITH_CUDA
 #include "gpu_run.hpp"
@@ -77,21 +78,17 @@ Status run(const RunOptions& options, const LayerShape& shape) {
 #endif
     }
 
-    size_t bytes = 0;
-    MOK_RETURN_IF_ERROR(MoeLayer::workspace_bytes(layer_options, &bytes));
-    std::shared_ptr<Workspace> workspace;
-    MOK_RETURN_IF_ERROR(Workspace::create(layer_options.backend, layer_options.device, bytes, &workspace));
-    std::unique_ptr<MoeLayer> layer;
-    MOK_RETURN_IF_ERROR(MoeLayer::create(layer_options, workspace, &layer));
-    std::unique_ptr<ForwardContext> context;
-    MOK_RETURN_IF_ERROR(layer->create_context(&context));
+    LayerInstance instance;
+    MOK_RETURN_IF_ERROR(create_layer_instance(layer_options, &instance));
+    MoeLayer* layer = instance.layer.get();
+    ForwardContext* context = instance.context.get();
 
     LayerData data(shape, options.ep_size, options);
     const std::vector<ForwardArgs> forward_args = data.forward_args();
     const std::vector<RankInputs> inputs = data.inputs();
     const std::vector<BackwardArgs> backward_args = data.backward_args();
     std::printf("time per pass:\n");
-    MOK_RETURN_IF_ERROR(timed("forward", [&] { return layer->forward(forward_args, context.get()); }));
+    MOK_RETURN_IF_ERROR(timed("forward", [&] { return layer->forward(forward_args, context); }));
     MOK_RETURN_IF_ERROR(timed("backward", [&] { return layer->backward(inputs, backward_args, *context); }));
     print_routing(*context, options.ep_size);
     print_checksums(data);
