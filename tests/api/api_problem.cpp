@@ -52,6 +52,18 @@ RandomCase random_case(const ProblemOptions& options, int ep_size, uint64_t seed
     return c;
 }
 
+ProblemOptions problem_shape(int64_t tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
+                             std::vector<int64_t> shared) {
+    ProblemOptions o;
+    o.num_tokens = tokens;
+    o.hidden = hidden;
+    o.expert_width = width;
+    o.num_experts = experts;
+    o.top_k = top_k;
+    o.shared_expert_widths = std::move(shared);
+    return o;
+}
+
 ApiProblem::ApiProblem(const reference::Problem& problem, const std::vector<std::vector<double>>& dy,
                        int64_t row_padding)
     : problem_(problem) {

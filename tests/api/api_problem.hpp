@@ -23,6 +23,10 @@ struct RandomCase {
 
 RandomCase random_case(const ProblemOptions& options, int ep_size, uint64_t seed, const Config& config = {});
 
+// Options of a problem of these sizes, every other option at its default.
+ProblemOptions problem_shape(int64_t tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
+                             std::vector<int64_t> shared);
+
 struct WeightTensors {
     HostTensor gate;  // [n, I, H] or [I_s, H]
     HostTensor up;

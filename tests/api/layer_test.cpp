@@ -173,32 +173,20 @@ struct LayerCase {
     int64_t row_padding;
 };
 
-ProblemOptions problem(int64_t num_tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
-                       std::vector<int64_t> shared) {
-    ProblemOptions o;
-    o.num_tokens = num_tokens;
-    o.hidden = hidden;
-    o.expert_width = width;
-    o.num_experts = experts;
-    o.top_k = top_k;
-    o.shared_expert_widths = std::move(shared);
-    return o;
-}
-
 std::vector<LayerCase> layer_cases() {
     std::vector<LayerCase> cases;
-    cases.push_back({"OneRankNoShared", problem(40, 16, 16, 4, 2, {}), 1, 0});
-    LayerCase zipf{"TwoRanksZipfUnusedSlotsPaddedRows", problem(96, 32, 16, 8, 3, {8}), 2, 8};
+    cases.push_back({"OneRankNoShared", problem_shape(40, 16, 16, 4, 2, {}), 1, 0});
+    LayerCase zipf{"TwoRanksZipfUnusedSlotsPaddedRows", problem_shape(96, 32, 16, 8, 3, {8}), 2, 8};
     zipf.options.routing = Routing::kZipf;
     zipf.options.unused_slot_fraction = 0.2;
     cases.push_back(zipf);
-    LayerCase hot{"FourRanksOneHotRankIdleExperts", problem(144, 16, 24, 8, 2, {24, 8}), 4, 0};
+    LayerCase hot{"FourRanksOneHotRankIdleExperts", problem_shape(144, 16, 24, 8, 2, {24, 8}), 4, 0};
     hot.options.routing = Routing::kHotRange;
     hot.options.hot_first_expert = 2;
     hot.options.num_hot_experts = 2;
     cases.push_back(hot);
     // T = 70 per rank: a partial last plan chunk.
-    LayerCase odd{"TwoRanksPartialChunk", problem(140, 24, 8, 6, 6, {16}), 2, 0};
+    LayerCase odd{"TwoRanksPartialChunk", problem_shape(140, 24, 8, 6, 6, {16}), 2, 0};
     odd.options.idle_experts = {1};
     cases.push_back(odd);
     return cases;
@@ -271,7 +259,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LayerEndToEnd, ::testing::ValuesIn(layer_cases(
 
 // The determinism promise through the API: the same bits for every value of every Config field.
 TEST(LayerDeterminism, EveryConfigGivesTheSameBits) {
-    ProblemOptions options = problem(96, 16, 16, 8, 3, {8});
+    ProblemOptions options = problem_shape(96, 16, 16, 8, 3, {8});
     options.routing = Routing::kZipf;
     const RandomCase c = random_case(options, 2, case_seed(4));
     SCOPED_TRACE(replay_hint() + "; " + c.description);
@@ -313,7 +301,7 @@ TEST(LayerDeterminism, EveryConfigGivesTheSameBits) {
 
 // The same global batch at EP 1, 2 and 4 gives the same y, dx and router-weight gradients.
 TEST(LayerDeterminism, EveryEpDegreeGivesTheSameBits) {
-    ProblemOptions options = problem(64, 16, 8, 8, 2, {8});
+    ProblemOptions options = problem_shape(64, 16, 8, 8, 2, {8});
     options.unused_slot_fraction = 0.1;
     const uint64_t seed = case_seed(6);
     const char* const names[] = {"y", "dx", "d_router_weights"};
@@ -350,7 +338,7 @@ TEST(LayerDeterminism, EveryEpDegreeGivesTheSameBits) {
 TEST(LayerOverflow, NamesTheRankAndTheNextStepRuns) {
     // Capacity factor 1: T k rows per rank plus a tile per local expert. Every token on rank 1's four experts
     // needs three times that; a uniform routing fits.
-    ProblemOptions hot = problem(400, 16, 8, 8, 3, {8});
+    ProblemOptions hot = problem_shape(400, 16, 8, 8, 3, {8});
     hot.routing = Routing::kHotRange;
     hot.hot_first_expert = 4;
     hot.num_hot_experts = 4;

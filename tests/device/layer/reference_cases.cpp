@@ -12,18 +12,6 @@
 
 namespace mok::testing {
 
-ProblemOptions problem_shape(int64_t tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
-                             std::vector<int64_t> shared) {
-    ProblemOptions o;
-    o.num_tokens = tokens;
-    o.hidden = hidden;
-    o.expert_width = width;
-    o.num_experts = experts;
-    o.top_k = top_k;
-    o.shared_expert_widths = std::move(shared);
-    return o;
-}
-
 void expect_matches_cpu(const ReferenceCase& param) {
     const uint64_t seed = case_seed(std::hash<std::string>{}(param.name));
     const RandomCase c =

@@ -27,9 +27,6 @@ inline void PrintTo(const ReferenceCase& c, std::ostream* os) {
     *os << c.name;
 }
 
-ProblemOptions problem_shape(int64_t tokens, int64_t hidden, int64_t width, int64_t experts, int64_t top_k,
-                             std::vector<int64_t> shared);
-
 // A fresh problem of the case (seeded from the run's base seed and the case's name) on a fresh GPU layer, in
 // each of the case's gradient modes, against the CPU backend; gtest failures name the output that differs.
 void expect_matches_cpu(const ReferenceCase& c);
