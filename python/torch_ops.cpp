@@ -501,49 +501,50 @@ BackwardArgs backward_args(const Stacked& stacked, int64_t r, const at::Tensor& 
 // ---------------------------------------------------------------------------------------------------------------
 // Compute ops
 
+// The forward shared by mok::forward and mok::recompute_forward, with the registry locked: fills a fresh context
+// of the layer for this token count and returns the tensor that names it. With `y`, a full forward writing the
+// layer's output there ([R, T, H] bf16, allocated here); without, a recompute (no outputs).
+at::Tensor run_forward(const char* op, int64_t layer, const StackedInputs& in, at::Tensor* y) {
+    Registry& registry = Registry::get();
+    const std::lock_guard lock(registry.mutex);
+    LayerEntry& entry = registry.layer(op, layer);
+    const int64_t tokens = tokens_of(op, entry, in.x);
+    const std::vector<RankInputs> inputs = rank_inputs(op, entry, in);
+    Instance& instance = registry.instance(op, entry, tokens);
+    auto [context, ctx] = registry.acquire(op, layer, tokens, instance);
+    const DeviceScope scope(entry.options.device);
+    if (y == nullptr) {
+        check(op, instance.layer->recompute_forward(inputs, ctx, scope.stream()));
+        return context;
+    }
+    const LayerShape& s = entry.options.shape;
+    const int64_t num_local_ranks = entry.options.topology.num_local_ranks;
+    *y = at::empty({num_local_ranks, tokens, s.hidden}, output_options(entry, at::kBFloat16));
+    const Stacked stacked(op, num_local_ranks);
+    std::vector<ForwardArgs> args(num_local_ranks);
+    for (int64_t r = 0; r < num_local_ranks; ++r) {
+        args[r].inputs = inputs[r];
+        args[r].y = stacked.view("y", *y, r);
+    }
+    check(op, instance.layer->forward(args, ctx, scope.stream()));
+    return context;
+}
+
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& expert_ids,
                                            const at::Tensor& router_weights, const at::Tensor& expert_gate,
                                            const at::Tensor& expert_up, const at::Tensor& expert_down,
                                            at::TensorList shared, int64_t layer) {
-    constexpr const char* kOp = "mok::forward";
-    Registry& registry = Registry::get();
-    const std::lock_guard lock(registry.mutex);
-    LayerEntry& entry = registry.layer(kOp, layer);
-    const int64_t tokens = tokens_of(kOp, entry, x);
-    const StackedInputs in{x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared};
-    const std::vector<RankInputs> inputs = rank_inputs(kOp, entry, in);
-    Instance& instance = registry.instance(kOp, entry, tokens);
-    auto [context, ctx] = registry.acquire(kOp, layer, tokens, instance);
-
-    const LayerShape& s = entry.options.shape;
-    const int64_t num_local_ranks = entry.options.topology.num_local_ranks;
-    at::Tensor y = at::empty({num_local_ranks, tokens, s.hidden}, output_options(entry, at::kBFloat16));
-    const Stacked stacked(kOp, num_local_ranks);
-    std::vector<ForwardArgs> args(num_local_ranks);
-    for (int64_t r = 0; r < num_local_ranks; ++r) {
-        args[r].inputs = inputs[r];
-        args[r].y = stacked.view("y", y, r);
-    }
-    const DeviceScope scope(entry.options.device);
-    check(kOp, instance.layer->forward(args, ctx, scope.stream()));
+    at::Tensor y;
+    at::Tensor context = run_forward("mok::forward", layer,
+                                     {x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared}, &y);
     return {y, context};
 }
 
 at::Tensor recompute_forward(const at::Tensor& x, const at::Tensor& expert_ids, const at::Tensor& router_weights,
                              const at::Tensor& expert_gate, const at::Tensor& expert_up, const at::Tensor& expert_down,
                              at::TensorList shared, int64_t layer) {
-    constexpr const char* kOp = "mok::recompute_forward";
-    Registry& registry = Registry::get();
-    const std::lock_guard lock(registry.mutex);
-    LayerEntry& entry = registry.layer(kOp, layer);
-    const int64_t tokens = tokens_of(kOp, entry, x);
-    const StackedInputs in{x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared};
-    const std::vector<RankInputs> inputs = rank_inputs(kOp, entry, in);
-    Instance& instance = registry.instance(kOp, entry, tokens);
-    auto [context, ctx] = registry.acquire(kOp, layer, tokens, instance);
-    const DeviceScope scope(entry.options.device);
-    check(kOp, instance.layer->recompute_forward(inputs, ctx, scope.stream()));
-    return context;
+    return run_forward("mok::recompute_forward", layer,
+                       {x, expert_ids, router_weights, expert_gate, expert_up, expert_down, shared}, nullptr);
 }
 
 // The backward shared by both gradient modes, with the registry locked: `grads` receive the weight gradients
