@@ -371,6 +371,29 @@ std::vector<Form> forms(Problem& p) {
                                                            launch(s)));
                    },
                    nullptr});
+    // The same weight gradients into bf16 (the layer's fresh mode): against the accumulating runs above, the
+    // cost of reading and writing fp32 main_grad.
+    out.push_back({"wgrad_gate_up_fresh",
+                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
+                   e * 2 * ii * hh * 2,
+                   {2 * p.width, p.hidden, p.rows},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(
+                           gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.fresh.get(), p.fresh_up.get(),
+                                                      gemm::WeightGradMode::kFresh, p.hidden, p.width},
+                                                     launch(s)));
+                   },
+                   nullptr});
+    out.push_back({"wgrad_down_fresh",
+                   kFlopsPerMultiplyAdd * m * hh * ii,
+                   e * hh * ii * 2,
+                   {p.hidden, p.width, p.rows},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.fresh.get(),
+                                                            gemm::WeightGradMode::kFresh, p.hidden, p.width},
+                                                           launch(s)));
+                   },
+                   nullptr});
     // Checked before timing (the GEMM tests check every form thoroughly; this guards the measured build).
     out[0].check = [&p]() {
         return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width, p.width, p.hidden);
@@ -395,6 +418,8 @@ std::vector<Form> forms(Problem& p) {
         MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
         return check_weight_grad(p, p.dys.get(), p.hidden, 0, p.h.get(), p.hidden, p.width, p.fresh.get());
     };
+    out[6].check = out[4].check;
+    out[7].check = out[5].check;
     return out;
 }
 

@@ -101,4 +101,10 @@ __device__ __forceinline__ void staging_barrier(int wg) {
                             gemm::kThreadsPerWarpgroup);
 }
 
+// The same barrier, also telling whether `pred` held in all 128 threads.
+__device__ __forceinline__ bool staging_barrier_all(int wg, bool pred) {
+    return ptx::named_barrier_sync_all(static_cast<uint32_t>(gemm::NamedBarrier::kConsumer0Epilogue) + wg,
+                                       gemm::kThreadsPerWarpgroup, pred);
+}
+
 }  // namespace mok::epilogue

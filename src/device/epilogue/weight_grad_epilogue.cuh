@@ -1,19 +1,26 @@
 // Weight-gradient epilogue: one (output-row tile, output-column tile) of dW_e, the full fp32 sum over the
 // expert's rows, written once by the one CTA that owns the tile -- no split-K, no atomics. Fresh mode rounds
 // it to bf16; accumulate mode adds it to the fp32 main_grad in place (docs/semantics.md section 6).
-// Fresh tiles go through the warpgroup's staging buffer and leave as coalesced 16-byte row chunks: with few rows
-// per expert the K loop is only a few blocks long, and 4-byte stores straight from the fragment layout (eight
-// rows per warp instruction, half a sector each) cost more than the K loop itself. Accumulate mode reads and
-// writes fp32 in place from registers, its loads batched ahead of its stores.
+// Both go through the warpgroup's staging buffer: with few rows per expert the K loop is only a few blocks long,
+// and loads and stores straight from the fragment layout (eight rows per warp instruction) cost more than the K
+// loop itself. Fresh tiles leave as coalesced 16-byte row chunks; accumulate mode moves main_grad by TMA.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 #include "common/fp32_ops.hpp"
+#include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
+#include "device/ptx/bulk_copy.cuh"
+#include "device/ptx/mbarrier.cuh"
+#include "device/ptx/timer.cuh"
+#include "device/ptx/tma.cuh"
+#include "device/ptx/warpgroup.cuh"
+#include "device/ptx/wgmma.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
 
 namespace mok::epilogue {
@@ -27,6 +34,9 @@ struct WeightGradOutput {
     void* out;         // [E_local, num_rows, num_cols]: bf16 (fresh) or fp32 (accumulate)
     int32_t num_rows;  // rows of one expert's gradient (M of the tile grid)
     int32_t num_cols;  // columns (N)
+    // Accumulate mode: `out` as TMA sees it, {num_cols, num_rows, E_local}, box {32, 64, 1} (one 128-byte swizzled
+    // line of fp32 by a warpgroup's rows); unused in fresh mode.
+    CUtensorMap main_grad_map;
 };
 
 // Fresh mode: the warpgroup's 64 rows of the tile, rounded to bf16, in two staging passes of 128 columns.
@@ -53,59 +63,163 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
     }
 }
 
-// Accumulate mode: main_grad += the tile's sum, fp32, in place. Loads and stores go in batches of kBatch column
-// groups: all of a batch's main_grad loads are issued before any of its stores, because the compiler cannot
-// prove that a store does not alias a later load and would otherwise wait out a full memory latency for every
-// pair of columns.
+// Accumulate mode: main_grad += the tile's sum, fp32, in place, through TMA. A warpgroup's 64 x 256 slice of
+// the tile moves in kAccumulateBoxes boxes of 64 rows x 32 columns: 128-byte rows, the swizzle width, so the
+// fragment's float2 accesses in shared memory are free of bank conflicts. The staging buffer holds two boxes:
+// box j + 2 loads while box j + 1 is added, and the first two load while the tile's K loop runs
+// (begin_accumulate). Per box: wait for its load, add the fragment's values in shared memory (fp32::add, the
+// same rounding as the reference), fence to the async proxy, meet at the warpgroup's barrier; then one thread
+// stores the box back and, once the store has read the buffer, loads box j + 2 into it.
+// Bulk transfers keep tens of KiB per SM in flight; loads and stores straight from the fragment layout (8
+// rows of 32 bytes per warp instruction) kept main_grad's traffic at a fifth of the device's bandwidth
+// (docs/gemm.md, "Accumulate mode").
+inline constexpr int kAccumulateBoxCols = static_cast<int>(ptx::kSwizzleBytes / sizeof(float));
+inline constexpr int kAccumulateBoxes = gemm::BLOCK_N / kAccumulateBoxCols;
+inline constexpr uint32_t kAccumulateBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  // (64, 32) fp32
+static_assert(kStagingHalves * kAccumulateBoxBytes <= gemm::kStagingBytesPerWarpgroup,
+              "two main_grad boxes fit one warpgroup's staging buffer");
+// Each half takes kAccumulateBoxes / kStagingHalves loads per tile, an even number: every tile starts with both
+// halves' barriers at phase parity 0, so no phase state outlives a tile.
+static_assert((kAccumulateBoxes / kStagingHalves) % 2 == 0, "each tile leaves the load barriers at parity 0");
+
+// The warpgroup's part of an accumulate tile: the main_grad box coordinates of its first rows and column.
+// Every tile runs the same code, without a branch around it (ptxas serialises the K loop's wgmma when the
+// epilogue that reads the accumulator sits in a branch): where there is nothing to add -- an expert without rows,
+// whose main_grad keeps its bits, signed zeros included -- the slice lies past the gradient's last row, where
+// TMA loads zeros and stores nothing. A warpgroup whose rows lie past the last row is such a slice already.
+struct AccumulateSlice {
+    int32_t first_row;
+    int32_t first_col;
+    int32_t expert;
+
+    __device__ static AccumulateSlice of(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin, int wg) {
+        const int32_t first_row = tile.num_rows > 0 ? row_begin + wg * gemm::WGMMA_M : out.num_rows;
+        return {first_row, tile.n_idx * gemm::BLOCK_N, tile.expert};
+    }
+};
+
+// One thread: loads box `box` of the slice into its half of the staging buffer.
+__device__ __forceinline__ void load_accumulate_box(const WeightGradOutput& out, const AccumulateSlice& slice, int box,
+                                                    const EpilogueContext& e) {
+    uint64_t* loaded = e.loaded + box % kStagingHalves;
+    ptx::mbarrier_arrive_expect_tx_release_cta(loaded, kAccumulateBoxBytes);
+    ptx::tma_load_3d(e.staging + (box % kStagingHalves) * kAccumulateBoxBytes, &out.main_grad_map,
+                     slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert, loaded);
+}
+
+// Before the tile's K loop: the first main_grad boxes start loading. The previous tile's stores have read the
+// buffer already (accumulate_weight_grad waits for that before it returns).
+__device__ __forceinline__ void begin_accumulate(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                 int wg, int thread_in_wg, const EpilogueContext& e) {
+    const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
+    if (thread_in_wg == 0) {
+#pragma unroll
+        for (int box = 0; box < kStagingHalves; ++box) {
+            load_accumulate_box(out, slice, box, e);
+        }
+    }
+}
+
+// After a failed K loop (the launch ends with an error): waits for the loads begin_accumulate issued, so that
+// none lands in shared memory after the CTA has exited. The loads read valid memory and always complete; the
+// wait is bounded all the same, by the launch's budget.
+__device__ __forceinline__ void abandon_accumulate(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                   int wg, int thread_in_wg, const EpilogueContext& e) {
+    if (thread_in_wg != 0) {
+        return;
+    }
+    const uint64_t deadline = ptx::global_timer_ns() + e.wait->timeout_ns;
+#pragma unroll
+    for (int half = 0; half < kStagingHalves; ++half) {
+        while (!ptx::mbarrier_try_wait_parity_acquire_cta(e.loaded + half, 0) && ptx::global_timer_ns() < deadline) {
+        }
+    }
+}
+
+// The offset of the fragment's float2 for column group `group` of a box, row `row` (< 64): the 16-byte chunk
+// index XOR-ed with the row mod 8, as TMA's 128-byte swizzle lays the box out.
+__device__ __forceinline__ uint32_t accumulate_box_offset(int row, int group, const Fragment& f) {
+    constexpr int kFloatsPerChunk = kChunkBytes / static_cast<int>(sizeof(float));
+    const int col = group * 8 + f.col;
+    const int chunk = col / kFloatsPerChunk;
+    return static_cast<uint32_t>(row) * ptx::kSwizzleBytes +
+           static_cast<uint32_t>((chunk ^ (row % kSwizzleRows)) * kChunkBytes) +
+           static_cast<uint32_t>((col % kFloatsPerChunk) * sizeof(float));
+}
+
 __device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
                                                        int row_begin, const float (&acc)[gemm::kNumAccumulators],
-                                                       int wg, int thread_in_wg) {
-    if (tile.num_rows == 0) {
-        return;  // nothing to add; leaves main_grad's bits (and its signed zeros) untouched
-    }
-    constexpr int kGroups = gemm::BLOCK_N / 8;
-    constexpr int kBatch = 16;
+                                                       int wg, int thread_in_wg, const EpilogueContext& e) {
+    const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
+    constexpr int kGroupsPerBox = kAccumulateBoxCols / 8;
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    float* main_grad = static_cast<float*>(out.out) + static_cast<int64_t>(tile.expert) * out.num_rows * out.num_cols;
+    bool loads_ok = true;
+    // Unrolled: every accumulator index is a constant, so the accumulator stays in registers.
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int row = row_begin + wg * gemm::WGMMA_M + f.row + half * 8;
-        if (row >= out.num_rows) {
-            continue;
-        }
-        float* row_grad = main_grad + static_cast<int64_t>(row) * out.num_cols;
+    for (int box = 0; box < kAccumulateBoxes; ++box) {
+        uint8_t* half = e.staging + (box % kStagingHalves) * kAccumulateBoxBytes;
+        const uint32_t parity = static_cast<uint32_t>(box / kStagingHalves) % 2;
+        // No early exit on a failed wait (ptxas serialises the K loop's wgmma when one sits among the
+        // accumulator's reads): the warpgroup carries on, and stores nothing once any thread's wait has failed.
+        const bool landed = ptx::mbarrier_wait_parity_bounded(*e.wait, WaitSite::kEpilogueLoad,
+                                                              e.loaded + box % kStagingHalves, parity);
+        loads_ok = loads_ok && landed;
 #pragma unroll
-        for (int batch = 0; batch < kGroups / kBatch; ++batch) {
-            const int first_col = tile.n_idx * gemm::BLOCK_N + batch * kBatch * 8 + f.col;
-            float2 old[kBatch];
+        for (int i = 0; i < kGroupsPerBox; ++i) {
+            const int group = box * kGroupsPerBox + i;
 #pragma unroll
-            for (int i = 0; i < kBatch; ++i) {
-                const int col = first_col + i * 8;
-                old[i] =
-                    col < out.num_cols ? *reinterpret_cast<const float2*>(row_grad + col) : make_float2(0.0f, 0.0f);
-            }
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i) {
-                const int col = first_col + i * 8;
-                const int group = batch * kBatch + i;
-                if (col < out.num_cols) {
-                    *reinterpret_cast<float2*>(row_grad + col) =
-                        make_float2(fp32::add(old[i].x, acc[group * 4 + half * 2]),
-                                    fp32::add(old[i].y, acc[group * 4 + half * 2 + 1]));
-                }
+            for (int row_half = 0; row_half < 2; ++row_half) {
+                auto* sum = reinterpret_cast<float2*>(half + accumulate_box_offset(f.row + row_half * 8, i, f));
+                const float2 old = *sum;
+                *sum = make_float2(fp32::add(old.x, acc[group * 4 + row_half * 2]),
+                                   fp32::add(old.y, acc[group * 4 + row_half * 2 + 1]));
             }
         }
+        // The sums are generic-proxy writes the TMA store (async proxy) reads.
+        ptx::fence_proxy_async_shared_cta();
+        loads_ok = staging_barrier_all(wg, loads_ok);
+        if (loads_ok && thread_in_wg == 0) {
+            ptx::tma_store_3d(&out.main_grad_map, slice.first_col + box * kAccumulateBoxCols, slice.first_row,
+                              slice.expert, half);
+            ptx::bulk_commit_group();
+            // The next load into this half may start once the store has read it; the last store is waited for
+            // before the next tile's loads (or the CTA's exit) reuse the buffer.
+            ptx::bulk_wait_group_read<0>();
+            if (box + kStagingHalves < kAccumulateBoxes) {
+                load_accumulate_box(out, slice, box + kStagingHalves, e);
+            }
+        }
+    }
+}
+
+// Before the tile's K loop.
+template <WeightGradMode kMode>
+__device__ __forceinline__ void begin_weight_grad_tile(const WeightGradOutput& out, const gemm::Tile& tile,
+                                                       int row_begin, int wg, int thread_in_wg,
+                                                       const EpilogueContext& e) {
+    if constexpr (kMode == WeightGradMode::kAccumulate) {
+        begin_accumulate(out, tile, row_begin, wg, thread_in_wg, e);
+    }
+}
+
+// After a K loop that failed, in place of the epilogue.
+template <WeightGradMode kMode>
+__device__ __forceinline__ void abandon_weight_grad_tile(const WeightGradOutput& out, const gemm::Tile& tile,
+                                                         int row_begin, int wg, int thread_in_wg,
+                                                         const EpilogueContext& e) {
+    if constexpr (kMode == WeightGradMode::kAccumulate) {
+        abandon_accumulate(out, tile, row_begin, wg, thread_in_wg, e);
     }
 }
 
 template <WeightGradMode kMode>
 __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
                                                      const float (&acc)[gemm::kNumAccumulators], int wg,
-                                                     int thread_in_wg, uint8_t* staging) {
+                                                     int thread_in_wg, const EpilogueContext& e) {
     if constexpr (kMode == WeightGradMode::kFresh) {
-        store_fresh_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, staging);
+        store_fresh_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e.staging);
     } else {
-        accumulate_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg);
+        accumulate_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e);
     }
 }
 

@@ -34,21 +34,41 @@ Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32
     return host::encode_bf16_tensor_map(spec, out);
 }
 
-// (experts, rows, cols) contiguous, loaded in boxes of one expert's (box_rows, box_cols).
-Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows,
-                   CUtensorMap* out) {
+// (experts, rows, cols) contiguous, in boxes of one expert's (box_rows, box_cols).
+Status map_expert_tensor(const void* base, host::TensorElement element, uint64_t element_bytes, int64_t experts,
+                         int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows, CUtensorMap* out) {
     host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 3;
     spec.dims[0] = static_cast<uint64_t>(cols);
     spec.dims[1] = static_cast<uint64_t>(rows);
     spec.dims[2] = static_cast<uint64_t>(experts);
-    spec.strides_bytes[0] = static_cast<uint64_t>(cols) * kBf16;
-    spec.strides_bytes[1] = static_cast<uint64_t>(rows * cols) * kBf16;
+    spec.strides_bytes[0] = static_cast<uint64_t>(cols) * element_bytes;
+    spec.strides_bytes[1] = static_cast<uint64_t>(rows * cols) * element_bytes;
     spec.box[0] = box_cols;
     spec.box[1] = box_rows;
     spec.box[2] = 1;
-    return host::encode_bf16_tensor_map(spec, out);
+    return host::encode_tensor_map(spec, element, out);
+}
+
+// Expert weights: (experts, rows, cols) bf16, loaded in boxes of one expert's (box_rows, box_cols).
+Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows,
+                   CUtensorMap* out) {
+    return map_expert_tensor(base, host::TensorElement::kBf16, kBf16, experts, rows, cols, box_cols, box_rows, out);
+}
+
+// A weight gradient's output; in accumulate mode also main_grad (experts, rows, cols) fp32 as the epilogue's TMA
+// sees it: boxes of one warpgroup's rows by one 128-byte line (weight_grad_epilogue.cuh).
+template <epilogue::WeightGradMode kMode>
+Status weight_grad_output(void* base, int64_t experts, int32_t rows, int32_t cols, epilogue::WeightGradOutput* out) {
+    out->out = base;
+    out->num_rows = rows;
+    out->num_cols = cols;
+    if constexpr (kMode != epilogue::WeightGradMode::kAccumulate) {
+        return Status::ok();
+    }
+    return map_expert_tensor(base, host::TensorElement::kFp32, sizeof(float), experts, rows, cols,
+                             epilogue::kAccumulateBoxCols, WGMMA_M, &out->main_grad_map);
 }
 
 // (rows, 2, width): the g|u (or dg|du) pairs, loaded as boxes of (box_rows, one half, box_cols): a box never
@@ -208,8 +228,8 @@ Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchCon
     p.groups = a.rows.groups;
     MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, kMnBoxElements, BLOCK_K, &p.dgu));
     MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.x));
-    p.d_gate = {a.d_gate, a.width, a.hidden};
-    p.d_up = {a.d_up, a.width, a.hidden};
+    MOK_RETURN_IF_ERROR(weight_grad_output<kMode>(a.d_gate, a.rows.num_experts, a.width, a.hidden, &p.d_gate));
+    MOK_RETURN_IF_ERROR(weight_grad_output<kMode>(a.d_up, a.rows.num_experts, a.width, a.hidden, &p.d_up));
     p.num_experts = a.rows.num_experts;
     return launch_form<WeightGradGateUpForm<kMode>>(p, launch);
 }
@@ -228,7 +248,7 @@ Status launch_weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& 
     p.groups = a.rows.groups;
     MOK_RETURN_IF_ERROR(map_rows(a.dys, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.dys));
     MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, kMnBoxElements, BLOCK_K, &p.h));
-    p.d_down = {a.d_down, a.hidden, a.width};
+    MOK_RETURN_IF_ERROR(weight_grad_output<kMode>(a.d_down, a.rows.num_experts, a.hidden, a.width, &p.d_down));
     p.num_experts = a.rows.num_experts;
     return launch_form<WeightGradDownForm<kMode>>(p, launch);
 }

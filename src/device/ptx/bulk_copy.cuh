@@ -42,4 +42,12 @@ __device__ __forceinline__ void bulk_wait_group() {
     cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<kPending>{});
 }
 
+// Waits until at most kPending of this thread's most recent bulk async-groups have not yet read their shared
+// memory sources; their global writes may still be in flight. Enough before a source buffer is reused, and
+// before the CTA exits. Bounded like bulk_wait_group.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+    cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<kPending>{});
+}
+
 }  // namespace mok::ptx

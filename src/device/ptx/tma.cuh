@@ -1,4 +1,5 @@
-// Tensor memory accelerator (TMA) loads: bulk tensor copies global -> shared completing on an mbarrier.
+// Tensor memory accelerator (TMA): bulk tensor copies global -> shared completing on an mbarrier, and shared ->
+// global joining the issuing thread's bulk async-group (commit and wait with device/ptx/bulk_copy.cuh).
 #pragma once
 
 #include <cuda/ptx>
@@ -24,6 +25,16 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const void* tensor_map, 
                                             uint64_t* bar) {
     const int32_t coords[3] = {c0, c1, c2};
     cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar);
+}
+
+// Stores `smem` to the 3-D box at (c0 innermost, c1, c2); elements outside the tensor are not written. The
+// store joins this thread's current bulk async-group; the buffer may be rewritten once bulk_wait_group_read
+// says the group has read it. The writers of `smem` ran fence_proxy_async_shared_cta before the barrier that
+// handed it to this thread.
+__device__ __forceinline__ void tma_store_3d(const void* tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                             const void* smem) {
+    const int32_t coords[3] = {c0, c1, c2};
+    cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, tensor_map, coords, smem);
 }
 
 }  // namespace mok::ptx

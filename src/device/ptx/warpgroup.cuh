@@ -25,6 +25,23 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t barrier_id, uint32_t
     asm volatile("bar.sync %0, %1;\n" ::"r"(barrier_id), "r"(num_threads) : "memory");
 }
 
+// bar.red.and on a named barrier: bar.sync that also returns whether `pred` held in every participating thread.
+// Every thread of the barrier must use this form for the round.
+__device__ __forceinline__ bool named_barrier_sync_all(uint32_t barrier_id, uint32_t num_threads, bool pred) {
+    uint32_t all = 0;
+    asm volatile(
+        "{\n"
+        ".reg .pred p, q;\n"
+        "setp.ne.u32 p, %1, 0;\n"
+        "bar.red.and.pred q, %2, %3, p;\n"
+        "selp.u32 %0, 1, 0, q;\n"
+        "}\n"
+        : "=r"(all)
+        : "r"(static_cast<uint32_t>(pred)), "r"(barrier_id), "r"(num_threads)
+        : "memory");
+    return all != 0;
+}
+
 // bar.arrive on a named barrier among `num_threads` threads: signals without waiting. The producer half of a
 // producer/consumer hand-off: the arriving threads' prior memory accesses are performed, for the threads that
 // wait on the barrier with named_barrier_sync, before those threads continue.

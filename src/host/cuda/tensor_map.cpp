@@ -31,7 +31,7 @@ EncodeTiledFn encoder() {
 
 }  // namespace
 
-Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out) {
+Status encode_tensor_map(const TensorMapSpec& spec, TensorElement element, CUtensorMap* out) {
     constexpr uint64_t kAlignment = 16;
     if (reinterpret_cast<uintptr_t>(spec.base) % kAlignment != 0) {
         return Status::invalid_argument("tensor map base", "a 16-byte aligned address");
@@ -46,10 +46,11 @@ Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out) {
         return {StatusCode::kCudaError, "cuTensorMapEncodeTiled is not available from the CUDA driver"};
     }
     const cuuint32_t element_strides[3] = {1, 1, 1};
-    const CUresult result =
-        encode(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(spec.rank), const_cast<void*>(spec.base),
-               spec.dims, spec.strides_bytes, spec.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUresult result = encode(
+        out, element == TensorElement::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        static_cast<cuuint32_t>(spec.rank), const_cast<void*>(spec.base), spec.dims, spec.strides_bytes, spec.box,
+        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (result != CUDA_SUCCESS) {
         return {StatusCode::kCudaError, "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result)};
     }

@@ -1,4 +1,5 @@
-// TMA tensor maps for bf16 operand tiles with 128-byte swizzling.
+// TMA tensor maps with 128-byte swizzling: bf16 operand tiles, and the fp32 main_grad boxes of the weight
+// gradients' accumulate epilogue.
 #pragma once
 
 #include <cuda.h>
@@ -10,7 +11,7 @@
 
 namespace mok::host {
 
-// A bf16 tensor of rank 2 or 3 as TMA sees it: dims innermost first, strides in bytes of dims 1.., and the box
+// A tensor of rank 2 or 3 as TMA sees it: dims innermost first, strides in bytes of dims 1.., and the box
 // (the tile one load copies) innermost first. The innermost box dimension must span at most 128 bytes (the
 // swizzle width); elements outside the tensor load as zeros.
 struct TensorMapSpec {
@@ -21,6 +22,15 @@ struct TensorMapSpec {
     uint32_t box[3] = {};
 };
 
-Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out);
+enum class TensorElement {
+    kBf16,
+    kFp32,
+};
+
+Status encode_tensor_map(const TensorMapSpec& spec, TensorElement element, CUtensorMap* out);
+
+inline Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out) {
+    return encode_tensor_map(spec, TensorElement::kBf16, out);
+}
 
 }  // namespace mok::host

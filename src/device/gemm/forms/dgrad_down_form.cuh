@@ -48,8 +48,8 @@ struct DgradDownForm {
     }
 
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t* staging) {
-        epilogue::swiglu_backward_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+                                    int thread_in_wg, const epilogue::EpilogueContext& e) {
+        epilogue::swiglu_backward_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
     }
 };
 

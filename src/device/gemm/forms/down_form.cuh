@@ -44,8 +44,8 @@ struct DownForm {
     }
 
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t* staging) {
-        epilogue::row_store_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+                                    int thread_in_wg, const epilogue::EpilogueContext& e) {
+        epilogue::row_store_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
         if (p.publish.tile_ready != nullptr) {
             const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);
             epilogue::publish_row_tile(p.publish, t, num_n_tiles, wg, thread_in_wg);

@@ -50,8 +50,8 @@ struct GateUpForm {
     }
 
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t* staging) {
-        epilogue::swiglu_epilogue(p.out, t, acc, wg, thread_in_wg, staging);
+                                    int thread_in_wg, const epilogue::EpilogueContext& e) {
+        epilogue::swiglu_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
     }
 };
 

@@ -29,7 +29,7 @@ struct WeightGradGateUpForm {
         RowGroups groups;
         CUtensorMap dgu;                    // {I, 2, rows}, box {64, 1, 64}
         CUtensorMap x;                      // {H, rows}, box {64, 64}
-        epilogue::WeightGradOutput d_gate;  // (E, I, H)
+        epilogue::WeightGradOutput d_gate;  // (E, I, H); accumulate mode: with its fp32 tensor map
         epilogue::WeightGradOutput d_up;    // (E, I, H)
         int32_t num_experts;
     };
@@ -64,11 +64,32 @@ struct WeightGradGateUpForm {
         }
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t* staging) {
+    // The output (dW_gate or dW_up) of tile t and the tile's first row in it.
+    __device__ static const epilogue::WeightGradOutput& output_of(const Params& p, const Tile& t, int& row_begin) {
         const int half = t.m_idx < tiles_per_half(p) ? 0 : 1;
-        const int m = (t.m_idx - half * tiles_per_half(p)) * BLOCK_M;
-        epilogue::weight_grad_epilogue<kMode>(half == 0 ? p.d_gate : p.d_up, t, m, acc, wg, thread_in_wg, staging);
+        row_begin = (t.m_idx - half * tiles_per_half(p)) * BLOCK_M;
+        return half == 0 ? p.d_gate : p.d_up;
+    }
+
+    __device__ static void begin_tile(const Params& p, const Tile& t, int wg, int thread_in_wg,
+                                      const epilogue::EpilogueContext& e) {
+        int m = 0;
+        const epilogue::WeightGradOutput& out = output_of(p, t, m);
+        epilogue::begin_weight_grad_tile<kMode>(out, t, m, wg, thread_in_wg, e);
+    }
+
+    __device__ static void abandon_tile(const Params& p, const Tile& t, int wg, int thread_in_wg,
+                                        const epilogue::EpilogueContext& e) {
+        int m = 0;
+        const epilogue::WeightGradOutput& out = output_of(p, t, m);
+        epilogue::abandon_weight_grad_tile<kMode>(out, t, m, wg, thread_in_wg, e);
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+                                    int thread_in_wg, const epilogue::EpilogueContext& e) {
+        int m = 0;
+        const epilogue::WeightGradOutput& out = output_of(p, t, m);
+        epilogue::weight_grad_epilogue<kMode>(out, t, m, acc, wg, thread_in_wg, e);
     }
 };
 
@@ -79,7 +100,7 @@ struct WeightGradDownForm {
         RowGroups groups;
         CUtensorMap dys;                    // {H, rows}, box {64, 64}
         CUtensorMap h;                      // {I, rows}, box {64, 64}
-        epilogue::WeightGradOutput d_down;  // (E, H, I)
+        epilogue::WeightGradOutput d_down;  // (E, H, I); accumulate mode: with its fp32 tensor map
         int32_t num_experts;
     };
     using Scheduler = ExpertWeightScheduler;
@@ -109,9 +130,19 @@ struct WeightGradDownForm {
         }
     }
 
+    __device__ static void begin_tile(const Params& p, const Tile& t, int wg, int thread_in_wg,
+                                      const epilogue::EpilogueContext& e) {
+        epilogue::begin_weight_grad_tile<kMode>(p.d_down, t, t.m_idx * BLOCK_M, wg, thread_in_wg, e);
+    }
+
+    __device__ static void abandon_tile(const Params& p, const Tile& t, int wg, int thread_in_wg,
+                                        const epilogue::EpilogueContext& e) {
+        epilogue::abandon_weight_grad_tile<kMode>(p.d_down, t, t.m_idx * BLOCK_M, wg, thread_in_wg, e);
+    }
+
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
-                                    int thread_in_wg, uint8_t* staging) {
-        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, wg, thread_in_wg, staging);
+                                    int thread_in_wg, const epilogue::EpilogueContext& e) {
+        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, wg, thread_in_wg, e);
     }
 };
 
