@@ -30,6 +30,9 @@ constexpr int32_t kEpForGroups = 8;
 constexpr int32_t kMaxRows = 65536;
 constexpr int32_t kRowAlignment = 128;
 constexpr double kFlopsPerMultiplyAdd = 2.0;
+// Accumulate mode reads and writes each fp32 main_grad element once: the traffic its bandwidth figure counts,
+// comparable with the device copy's (read + write).
+constexpr double kMainGradBytesMoved = 2.0 * sizeof(float);
 constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
 constexpr int kCheckedRows = 3;
@@ -144,7 +147,8 @@ struct Problem {
 struct Form {
     std::string name;
     double flops;               // per run
-    double weight_bytes;        // weights read per run
+    double weight_bytes;        // weight bytes moved per run: weights read, or weight gradients written (fresh) or
+                                // read and written (accumulate)
     ceilings::GemmShape dense;  // the dense GEMM of the same (M, N, K): the same-run cuBLAS point
     std::function<void(cudaStream_t)> run;
     std::function<tolerance::Verdict()> check;
@@ -352,7 +356,7 @@ std::vector<Form> forms(Problem& p) {
                    nullptr});
     out.push_back({"wgrad_gate_up",
                    kFlopsPerMultiplyAdd * m * 2 * ii * hh,
-                   e * 2 * ii * hh * 4,
+                   e * 2 * ii * hh * kMainGradBytesMoved,
                    {2 * p.width, p.hidden, p.rows},
                    [&p, launch](cudaStream_t s) {
                        check_status(
@@ -363,7 +367,7 @@ std::vector<Form> forms(Problem& p) {
                    nullptr});
     out.push_back({"wgrad_down",
                    kFlopsPerMultiplyAdd * m * hh * ii,
-                   e * hh * ii * 4,
+                   e * hh * ii * kMainGradBytesMoved,
                    {p.hidden, p.width, p.rows},
                    [&p, launch](cudaStream_t s) {
                        check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.d_down.get(),

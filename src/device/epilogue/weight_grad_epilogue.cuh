@@ -70,9 +70,9 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
 // (begin_accumulate). Per box: wait for its load, add the fragment's values in shared memory (fp32::add, the
 // same rounding as the reference), fence to the async proxy, meet at the warpgroup's barrier; then one thread
 // stores the box back and, once the store has read the buffer, loads box j + 2 into it.
-// Bulk transfers keep tens of KiB per SM in flight; loads and stores straight from the fragment layout (8
-// rows of 32 bytes per warp instruction) kept main_grad's traffic at a fifth of the device's bandwidth
-// (docs/gemm.md, "Accumulate mode").
+// Loads and stores straight from the fragment layout (8 rows of 32 bytes per warp instruction, a few round trips
+// per tile) kept main_grad's traffic at 16% of the device's DRAM bandwidth; the bulk copies reach 65% (docs/gemm.md,
+// "Accumulate mode through TMA").
 inline constexpr int kAccumulateBoxCols = static_cast<int>(ptx::kSwizzleBytes / sizeof(float));
 inline constexpr int kAccumulateBoxes = gemm::BLOCK_N / kAccumulateBoxCols;
 inline constexpr uint32_t kAccumulateBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  // (64, 32) fp32
