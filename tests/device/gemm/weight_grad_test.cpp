@@ -56,6 +56,7 @@ void check_grad(const GradCase& g, const RowSpace& rows, gemm::WeightGradMode mo
                 const std::vector<uint16_t>& got_fresh, const std::vector<float>& got_acc,
                 const std::vector<float>& initial, std::mt19937_64& rng) {
     Comparison cmp(g.name);
+    int64_t untouched_changed = 0;  // accumulate mode: elements of experts without rows whose bits changed
     for (int32_t e = 0; e < rows.num_experts(); ++e) {
         const int64_t first = rows.segment_begin[e];
         const int64_t count = rows.rows_per_expert[e];
@@ -73,10 +74,13 @@ void check_grad(const GradCase& g, const RowSpace& rows, gemm::WeightGradMode mo
                 // leaves main_grad's bits untouched.
                 const float expected = count == 0 ? initial[index] : fp32::add(initial[index], same);
                 cmp.add(got_acc[index], expected, static_cast<double>(initial[index]) + oracle);
+                // Bit for bit, which the comparison above is not for random values: -0.0 must stay -0.0.
+                untouched_changed += count == 0 && std::memcmp(&got_acc[index], &initial[index], sizeof(float)) != 0;
             }
         }
     }
     values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
+    EXPECT_EQ(untouched_changed, 0) << g.name << ": main_grad elements of experts without rows changed";
 }
 
 void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradMode mode, uint64_t seed) {
@@ -91,14 +95,17 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
     const std::vector<Bf16> x = random_rows(rows, H, values, 1, rng);
     const std::vector<Bf16> dys = random_rows(rows, H, values, 1, rng);
     const std::vector<Bf16> h = random_rows(rows, I, values, 1, rng);
-    // main_grad's starting values (accumulate mode only): multiples of 1/8 keep exact sums exact.
+    // main_grad's starting values (accumulate mode only): multiples of 1/8 keep exact sums exact; one in
+    // kNegativeZeroEvery is -0.0, which an expert without rows must leave as it is (adding +0.0 would not).
     const bool fresh = mode == gemm::WeightGradMode::kFresh;
     const size_t num_grad = fresh ? 0 : static_cast<size_t>(E * I * H);
     std::vector<float> initial_gate(num_grad), initial_up(num_grad), initial_down(num_grad);
     std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+    constexpr size_t kNegativeZeroEvery = 16;
     for (auto* v : {&initial_gate, &initial_up, &initial_down}) {
-        for (float& f : *v) {
-            f = values == Values::kExact ? std::round(pick(rng) * 8.0f) / 8.0f + 0.5f : pick(rng);
+        for (size_t i = 0; i < v->size(); ++i) {
+            (*v)[i] = values == Values::kExact ? std::round(pick(rng) * 8.0f) / 8.0f + 0.5f : pick(rng);
+            (*v)[i] = i % kNegativeZeroEvery == 0 ? -0.0f : (*v)[i];
         }
     }
 
@@ -158,6 +165,8 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
         EXPECT_EQ(0, std::memcmp(again.data(), down32.data(), again.size() * sizeof(float)));
         const auto gate_again = d_gate32.download();
         EXPECT_EQ(0, std::memcmp(gate_again.data(), gate32.data(), gate_again.size() * sizeof(float)));
+        const auto up_again = d_up32.download();
+        EXPECT_EQ(0, std::memcmp(up_again.data(), up32.data(), up_again.size() * sizeof(float)));
     }
 }
 
