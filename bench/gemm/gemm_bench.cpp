@@ -354,50 +354,48 @@ std::vector<Form> forms(Problem& p) {
                                                         launch(s)));
                    },
                    nullptr});
-    out.push_back({"wgrad_gate_up",
-                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
-                   e * 2 * ii * hh * kMainGradBytesMoved,
-                   {2 * p.width, p.hidden, p.rows},
-                   [&p, launch](cudaStream_t s) {
-                       check_status(
-                           gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.d_gate.get(), p.d_up.get(),
-                                                      gemm::WeightGradMode::kAccumulate, p.hidden, p.width},
-                                                     launch(s)));
-                   },
-                   nullptr});
-    out.push_back({"wgrad_down",
-                   kFlopsPerMultiplyAdd * m * hh * ii,
-                   e * hh * ii * kMainGradBytesMoved,
-                   {p.hidden, p.width, p.rows},
-                   [&p, launch](cudaStream_t s) {
-                       check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.d_down.get(),
-                                                            gemm::WeightGradMode::kAccumulate, p.hidden, p.width},
-                                                           launch(s)));
-                   },
-                   nullptr});
-    // The same weight gradients into bf16 (the layer's fresh mode): against the accumulating runs above, the
-    // cost of reading and writing fp32 main_grad.
-    out.push_back({"wgrad_gate_up_fresh",
-                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
-                   e * 2 * ii * hh * 2,
-                   {2 * p.width, p.hidden, p.rows},
-                   [&p, launch](cudaStream_t s) {
-                       check_status(
-                           gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.fresh.get(), p.fresh_up.get(),
-                                                      gemm::WeightGradMode::kFresh, p.hidden, p.width},
-                                                     launch(s)));
-                   },
-                   nullptr});
-    out.push_back({"wgrad_down_fresh",
-                   kFlopsPerMultiplyAdd * m * hh * ii,
-                   e * hh * ii * 2,
-                   {p.hidden, p.width, p.rows},
-                   [&p, launch](cudaStream_t s) {
-                       check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), p.fresh.get(),
-                                                            gemm::WeightGradMode::kFresh, p.hidden, p.width},
-                                                           launch(s)));
-                   },
-                   nullptr});
+    // Weight gradients accumulating into fp32 main_grad, then fresh into bf16 (the layer's default): the
+    // difference is the cost of reading and writing main_grad. Both are checked by a fresh run of the kernel.
+    const std::function<tolerance::Verdict()> check_gate_up = [&p, launch]() {
+        check_status(gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.fresh.get(), p.fresh_up.get(),
+                                                gemm::WeightGradMode::kFresh, p.hidden, p.width},
+                                               launch(nullptr)));
+        MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+        return check_weight_grad(p, p.dgu.get(), 2 * p.width, 0, p.x.get(), p.width, p.hidden, p.fresh.get());
+    };
+    const std::function<tolerance::Verdict()> check_down = [&p, launch]() {
+        check_status(gemm::weight_grad_down(
+            {p.space, p.dys.get(), p.h.get(), p.fresh.get(), gemm::WeightGradMode::kFresh, p.hidden, p.width},
+            launch(nullptr)));
+        MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+        return check_weight_grad(p, p.dys.get(), p.hidden, 0, p.h.get(), p.hidden, p.width, p.fresh.get());
+    };
+    for (const gemm::WeightGradMode mode : {gemm::WeightGradMode::kAccumulate, gemm::WeightGradMode::kFresh}) {
+        const bool fresh = mode == gemm::WeightGradMode::kFresh;
+        const std::string suffix = fresh ? "_fresh" : "";
+        const double grad_bytes = fresh ? static_cast<double>(sizeof(__nv_bfloat16)) : kMainGradBytesMoved;
+        void* d_gate = fresh ? static_cast<void*>(p.fresh.get()) : p.d_gate.get();
+        void* d_up = fresh ? static_cast<void*>(p.fresh_up.get()) : p.d_up.get();
+        void* d_down = fresh ? static_cast<void*>(p.fresh.get()) : p.d_down.get();
+        out.push_back({"wgrad_gate_up" + suffix,
+                       kFlopsPerMultiplyAdd * m * 2 * ii * hh,
+                       e * 2 * ii * hh * grad_bytes,
+                       {2 * p.width, p.hidden, p.rows},
+                       [&p, launch, mode, d_gate, d_up](cudaStream_t s) {
+                           check_status(gemm::weight_grad_gate_up(
+                               {p.space, p.dgu.get(), p.x.get(), d_gate, d_up, mode, p.hidden, p.width}, launch(s)));
+                       },
+                       check_gate_up});
+        out.push_back({"wgrad_down" + suffix,
+                       kFlopsPerMultiplyAdd * m * hh * ii,
+                       e * hh * ii * grad_bytes,
+                       {p.hidden, p.width, p.rows},
+                       [&p, launch, mode, d_down](cudaStream_t s) {
+                           check_status(gemm::weight_grad_down(
+                               {p.space, p.dys.get(), p.h.get(), d_down, mode, p.hidden, p.width}, launch(s)));
+                       },
+                       check_down});
+    }
     // Checked before timing (the GEMM tests check every form thoroughly; this guards the measured build).
     out[0].check = [&p]() {
         return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width, p.width, p.hidden);
@@ -407,23 +405,6 @@ std::vector<Form> forms(Problem& p) {
     };
     out[2].check = [&p]() { return check_dgrad_down(p); };
     out[3].check = [&p]() { return check_dgrad_gate_up(p); };
-    // Weight gradients are timed accumulating into fp32; checked by a fresh (bf16) run of the same kernel.
-    out[4].check = [&p, launch]() {
-        check_status(gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.fresh.get(), p.fresh_up.get(),
-                                                gemm::WeightGradMode::kFresh, p.hidden, p.width},
-                                               launch(nullptr)));
-        MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
-        return check_weight_grad(p, p.dgu.get(), 2 * p.width, 0, p.x.get(), p.width, p.hidden, p.fresh.get());
-    };
-    out[5].check = [&p, launch]() {
-        check_status(gemm::weight_grad_down(
-            {p.space, p.dys.get(), p.h.get(), p.fresh.get(), gemm::WeightGradMode::kFresh, p.hidden, p.width},
-            launch(nullptr)));
-        MOK_BENCH_CHECK_CUDA(cudaDeviceSynchronize());
-        return check_weight_grad(p, p.dys.get(), p.hidden, 0, p.h.get(), p.hidden, p.width, p.fresh.get());
-    };
-    out[6].check = out[4].check;
-    out[7].check = out[5].check;
     return out;
 }
 

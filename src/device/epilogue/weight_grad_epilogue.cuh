@@ -192,26 +192,6 @@ __device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& o
     }
 }
 
-// Before the tile's K loop.
-template <WeightGradMode kMode>
-__device__ __forceinline__ void begin_weight_grad_tile(const WeightGradOutput& out, const gemm::Tile& tile,
-                                                       int row_begin, int wg, int thread_in_wg,
-                                                       const EpilogueContext& e) {
-    if constexpr (kMode == WeightGradMode::kAccumulate) {
-        begin_accumulate(out, tile, row_begin, wg, thread_in_wg, e);
-    }
-}
-
-// After a K loop that failed, in place of the epilogue.
-template <WeightGradMode kMode>
-__device__ __forceinline__ void abandon_weight_grad_tile(const WeightGradOutput& out, const gemm::Tile& tile,
-                                                         int row_begin, int wg, int thread_in_wg,
-                                                         const EpilogueContext& e) {
-    if constexpr (kMode == WeightGradMode::kAccumulate) {
-        abandon_accumulate(out, tile, row_begin, wg, thread_in_wg, e);
-    }
-}
-
 template <WeightGradMode kMode>
 __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
                                                      const float (&acc)[gemm::kNumAccumulators], int wg,
