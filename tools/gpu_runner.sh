@@ -26,7 +26,9 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
   --build-only       configure and build, nothing else
   --sass             count HGMMA, UTMALDG and local-memory (LDL/STL) instructions per kernel
   --ncu-layer        profile the layer's grouped GEMMs with Nsight Compute (GPU 0, EP 1, one forward and one
-                     backward of mok-bench-layer --quick): DRAM bytes, throughputs and L2 hit rate per launch
+                     backward of mok-bench-layer --quick --one-stream: Nsight Compute serialises kernels, under
+                     which the pipelined order's GEMMs would wait for the dispatch in vain): DRAM bytes,
+                     throughputs and L2 hit rate per launch
   --ncu-gemm RE      profile the grouped GEMM launches whose kernel name matches RE (the form, e.g. 'Dgrad') in
                      mok-bench-gemm --quick with Nsight Compute's throughput, warp-state, memory and occupancy
                      sections (GPU 0, first 16 matching launches); every metric goes to ncu-gemm.txt
@@ -417,7 +419,7 @@ run_ncu_layer_step() {
     run_step ncu-layer env CUDA_VISIBLE_DEVICES=0 "$ncu" --kernel-name regex:grouped_gemm_kernel \
         --launch-count "$ncu_launches" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --metrics dram__bytes_read.sum --csv --log-file "$ncu_csv" \
-        "$bench" --quick --reps 1 --warmup 0 --out "$run_dir/ncu-bench"
+        "$bench" --quick --one-stream --reps 1 --warmup 0 --out "$run_dir/ncu-bench"
     if [[ -n "$python" && -f "$ncu_csv" ]]; then
         "$python" tools/ncu_summary.py "$ncu_csv" >"$ncu_report" 2>&1 || true
     fi

@@ -46,14 +46,16 @@ struct LayerCase {
     const ModelPreset* model = nullptr;
     int64_t tokens = 0;
     int ep = 1;
-    std::string routing;  // "uniform" or "zipf"
-    int comm_sms = 0;     // Config::num_comm_sms_forward and _backward; 0: the library's choice
+    std::string routing;      // "uniform" or "zipf"
+    int comm_sms = 0;         // Config::num_comm_sms_forward and _backward; 0: the library's choice
+    bool one_stream = false;  // the timed layer runs the one-stream order too (--one-stream)
 
     // A case at the library's choice of SMs keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
         const std::string sms = comm_sms > 0 ? "/comm" + std::to_string(comm_sms) : "";
+        const std::string order = one_stream ? "/one-stream" : "";
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
-               sms + "/" + pass;
+               sms + order + "/" + pass;
     }
 };
 
@@ -182,6 +184,8 @@ class Rank {
         options.communicator = std::move(communicator);
         options.config.num_comm_sms_forward = c.comm_sms;
         options.config.num_comm_sms_backward = c.comm_sms;
+        // Recording stage times puts a layer on the one-stream order (docs/layer.md, section 2).
+        options.config.record_stage_times = c.one_stream;
         size_t bytes = 0;
         check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
@@ -315,6 +319,7 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("tokens_per_rank", c.tokens)
         .set("routing", c.routing)
         .set("comm_sms", c.comm_sms)
+        .set("one_stream", c.one_stream)
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
@@ -385,7 +390,13 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, memory, stages, cases);
 }
 
-std::vector<LayerCase> sweep(const CommonOptions& options, const std::vector<int>& comm_sms, int visible) {
+// The flags of this benchmark, from the arguments the common parser left.
+struct LayerFlags {
+    std::vector<int> comm_sms{0};
+    bool one_stream = false;
+};
+
+std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& flags, int visible) {
     std::vector<std::string> models = {"deepseek-v3", "qwen3.5-397b-a17b"};
     std::vector<int64_t> tokens = {4096};
     std::vector<std::string> routings = {"uniform", "zipf"};
@@ -410,8 +421,8 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const std::vector<int
         for (const int64_t t : tokens) {
             for (const int ep : eps) {
                 for (const std::string& routing : routings) {
-                    for (const int sms : comm_sms) {
-                        out.push_back({model, t, ep, routing, sms});
+                    for (const int sms : flags.comm_sms) {
+                        out.push_back({model, t, ep, routing, sms, flags.one_stream});
                     }
                 }
             }
@@ -427,14 +438,22 @@ void print_usage() {
         "uniform and Zipf routing (--quick: DeepSeek-V3 uniform; --full: every preset at 2048, 4096, 16384\n"
         "tokens). Pairs with bench/baselines/layer_baseline.py in the same run. Writes one JSON result.\n%s"
         "  --comm-sms LIST   comma list of communication SM counts to run each case at (Config::num_comm_sms_*;\n"
-        "                    0, the default, is the library's choice; other counts add /comm<N> to the case name)\n",
+        "                    0, the default, is the library's choice; other counts add /comm<N> to the case name)\n"
+        "  --one-stream      time the one-stream order instead of the pipelined one (every kernel after the one\n"
+        "                    before it): for profilers that serialise kernels, under which a GEMM waiting for\n"
+        "                    the dispatch's rows would time out; adds /one-stream to the case names\n",
         common_options_help().c_str());
 }
 
-// The --comm-sms list, from the arguments the common parser left; throws std::invalid_argument on anything else.
-std::vector<int> parse_comm_sms(const std::vector<std::string>& rest) {
-    std::vector<int> out;
+// The flags the common parser left; throws std::invalid_argument on anything else.
+LayerFlags parse_flags(const std::vector<std::string>& rest) {
+    LayerFlags flags;
+    std::vector<int> comm_sms;
     for (size_t i = 0; i < rest.size(); ++i) {
+        if (rest[i] == "--one-stream") {
+            flags.one_stream = true;
+            continue;
+        }
         if (rest[i] != "--comm-sms" || i + 1 >= rest.size()) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
@@ -450,14 +469,17 @@ std::vector<int> parse_comm_sms(const std::vector<std::string>& rest) {
             if (used == 0 || used != item.size() || sms < 0) {
                 throw std::invalid_argument("--comm-sms: a comma list of SM counts >= 0, got '" + rest[i] + "'");
             }
-            out.push_back(sms);
+            comm_sms.push_back(sms);
         }
     }
-    return out.empty() ? std::vector<int>{0} : out;
+    if (!comm_sms.empty()) {
+        flags.comm_sms = comm_sms;
+    }
+    return flags;
 }
 
 int run(const CommonOptions& options) {
-    const std::vector<int> comm_sms = parse_comm_sms(options.rest);
+    const LayerFlags flags = parse_flags(options.rest);
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kWarmup);
     timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
@@ -480,7 +502,7 @@ int run(const CommonOptions& options) {
         cublas_tflops = f.name == "tflops" ? f.value : cublas_tflops;
     }
     result.cases.push_back(ceiling);
-    for (const LayerCase& c : sweep(options, comm_sms, visible)) {
+    for (const LayerCase& c : sweep(options, flags, visible)) {
         try {
             run_case(c, cublas_tflops, timing, result.cases);
         } catch (const std::exception& error) {
@@ -500,6 +522,6 @@ int run(const CommonOptions& options) {
 
 int main(int argc, char** argv) {
     using namespace mok::bench;
-    // run() reads --comm-sms from the flags the common parser leaves.
+    // run() reads --comm-sms and --one-stream from the flags the common parser leaves.
     return run_benchmark_main(argc, argv, "mok-bench-layer", layer::print_usage, layer::run, OtherFlags::kPass);
 }
