@@ -35,8 +35,9 @@ Status map_rows(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32
 }
 
 // (experts, rows, cols) contiguous, in boxes of one expert's (box_rows, box_cols).
-Status map_expert_tensor(const void* base, host::TensorElement element, uint64_t element_bytes, int64_t experts,
-                         int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows, CUtensorMap* out) {
+Status map_expert_tensor(const void* base, host::TensorElement element, int64_t experts, int64_t rows, int64_t cols,
+                         uint32_t box_cols, uint32_t box_rows, CUtensorMap* out) {
+    const uint64_t element_bytes = host::element_bytes(element);
     host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 3;
@@ -54,7 +55,7 @@ Status map_expert_tensor(const void* base, host::TensorElement element, uint64_t
 // Expert weights: (experts, rows, cols) bf16, loaded in boxes of one expert's (box_rows, box_cols).
 Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows,
                    CUtensorMap* out) {
-    return map_expert_tensor(base, host::TensorElement::kBf16, kBf16, experts, rows, cols, box_cols, box_rows, out);
+    return map_expert_tensor(base, host::TensorElement::kBf16, experts, rows, cols, box_cols, box_rows, out);
 }
 
 // A weight gradient's output; in accumulate mode also main_grad (experts, rows, cols) fp32 as the epilogue's TMA
@@ -67,8 +68,8 @@ Status weight_grad_output(void* base, int64_t experts, int32_t rows, int32_t col
     if constexpr (kMode != epilogue::WeightGradMode::kAccumulate) {
         return Status::ok();
     }
-    return map_expert_tensor(base, host::TensorElement::kFp32, sizeof(float), experts, rows, cols,
-                             epilogue::kAccumulateBoxCols, WGMMA_M, &out->main_grad_map);
+    return map_expert_tensor(base, host::TensorElement::kFp32, experts, rows, cols, epilogue::kAccumulateBoxCols,
+                             WGMMA_M, &out->main_grad_map);
 }
 
 // (rows, 2, width): the g|u (or dg|du) pairs, loaded as boxes of (box_rows, one half, box_cols): a box never

@@ -27,6 +27,10 @@ enum class TensorElement {
     kFp32,
 };
 
+inline uint64_t element_bytes(TensorElement element) {
+    return element == TensorElement::kBf16 ? sizeof(uint16_t) : sizeof(float);  // bf16: 16 bits
+}
+
 Status encode_tensor_map(const TensorMapSpec& spec, TensorElement element, CUtensorMap* out);
 
 inline Status encode_bf16_tensor_map(const TensorMapSpec& spec, CUtensorMap* out) {
