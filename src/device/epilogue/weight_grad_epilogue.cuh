@@ -1,9 +1,9 @@
 // Weight-gradient epilogue: one (output-row tile, output-column tile) of dW_e, the full fp32 sum over the
 // expert's rows, written once by the one CTA that owns the tile -- no split-K, no atomics. Fresh mode rounds
 // it to bf16; accumulate mode adds it to the fp32 main_grad in place (docs/semantics.md section 6).
-// Both go through the warpgroup's staging buffer: with few rows per expert the K loop is only a few blocks long,
-// and loads and stores straight from the fragment layout (eight rows per warp instruction) cost more than the K
-// loop itself. Fresh tiles leave as coalesced 16-byte row chunks; accumulate mode moves main_grad by TMA.
+// Both move their output by TMA through the warpgroup's staging buffer: with few rows per expert the K loop is
+// only a few blocks long, and loads and stores straight from the fragment layout (eight rows per warp
+// instruction) cost more than the K loop itself.
 #pragma once
 
 #include <cuda.h>
@@ -34,32 +34,66 @@ struct WeightGradOutput {
     void* out;         // [E_local, num_rows, num_cols]: bf16 (fresh) or fp32 (accumulate)
     int32_t num_rows;  // rows of one expert's gradient (M of the tile grid)
     int32_t num_cols;  // columns (N)
-    // Accumulate mode: `out` as TMA sees it, {num_cols, num_rows, E_local}, box {32, 64, 1} (one 128-byte swizzled
-    // line of fp32 by a warpgroup's rows); unused in fresh mode.
-    CUtensorMap main_grad_map;
+    // `out` as TMA sees it, {num_cols, num_rows, E_local}, in boxes of one 128-byte swizzled line by a warpgroup's
+    // rows: {64, 64, 1} bf16 (fresh), {32, 64, 1} fp32 (accumulate).
+    CUtensorMap map;
 };
 
-// Fresh mode: the warpgroup's 64 rows of the tile, rounded to bf16, in two staging passes of 128 columns.
+// Fresh mode: the warpgroup's 64 x 256 slice, rounded to bf16, leaves by TMA in kFreshBoxes boxes of 64 rows x 64
+// columns (128-byte rows, swizzled, so the fragment's 4-byte writes in shared memory are free of bank conflicts),
+// alternating between the staging buffer's halves. The stores drain while the warpgroup goes on to its next tile:
+// with few rows per expert the K loop is a few blocks long and the gradient is as large as the weights, so the
+// writes must overlap the next tile's K loop instead of holding the consumers in the epilogue. Per box: one thread
+// waits until the store that last used this half has read it, the warpgroup meets, writes the box, fences to the
+// async proxy and meets again, and the thread stores the box. Rows past the gradient's last row are clipped by
+// TMA; an expert without rows gets zeros (it never ran the K loop).
+inline constexpr int kFreshBoxCols = static_cast<int>(ptx::kSwizzleBytes / gemm::kBf16Bytes);
+inline constexpr int kFreshBoxes = gemm::BLOCK_N / kFreshBoxCols;
+inline constexpr uint32_t kFreshBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  // (64, 64) bf16
+static_assert(kStagingHalves * kFreshBoxBytes <= gemm::kStagingBytesPerWarpgroup,
+              "two gradient boxes fit one warpgroup's staging buffer");
+
+// The offset of the fragment's bf16 pair for column group `group` of a fresh box, row `row` (< 64): one 16-byte
+// chunk per group, its index XOR-ed with the row mod 8 as TMA's 128-byte swizzle lays the box out.
+__device__ __forceinline__ uint32_t fresh_box_offset(int row, int group, const Fragment& f) {
+    return static_cast<uint32_t>(row) * ptx::kSwizzleBytes +
+           static_cast<uint32_t>((group ^ (row % kSwizzleRows)) * kChunkBytes) +
+           static_cast<uint32_t>(f.col * gemm::kBf16Bytes);
+}
+
 __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
                                                         int row_begin, const float (&acc)[gemm::kNumAccumulators],
-                                                        int wg, int thread_in_wg, uint8_t* staging) {
-    constexpr int kGroupsPerPass = gemm::kStagingCols / 8;
+                                                        int wg, int thread_in_wg, const EpilogueContext& e) {
+    constexpr int kGroupsPerBox = kFreshBoxCols / 8;
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    const int first_row = row_begin + wg * gemm::WGMMA_M;
-    const int rows_here = out.num_rows - first_row;
-    const bool has_rows = tile.num_rows > 0;  // an expert with no rows never ran the K loop: its gradient is 0
-    __nv_bfloat16* expert_out = static_cast<__nv_bfloat16*>(out.out) +
-                                static_cast<int64_t>(tile.expert) * out.num_rows * out.num_cols +
-                                static_cast<int64_t>(first_row) * out.num_cols;
+    const int32_t first_row = row_begin + wg * gemm::WGMMA_M;
+    const int32_t first_col = tile.n_idx * gemm::BLOCK_N;
+    const bool has_rows = tile.num_rows > 0;
 #pragma unroll
-    for (int pass = 0; pass < gemm::BLOCK_N / gemm::kStagingCols; ++pass) {
-        const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
-        stage_fragment<kGroupsPerPass>(
-            staging, f, 0, [&](int i, int x) { return has_rows ? acc[(pass * kGroupsPerPass + i) * 4 + x] : 0.0f; });
+    for (int box = 0; box < kFreshBoxes; ++box) {
+        uint8_t* half = e.staging + (box % kStagingHalves) * kFreshBoxBytes;
+        if (thread_in_wg == 0) {
+            // All but the most recent store (the other half's) have read their buffers: this half is free.
+            ptx::bulk_wait_group_read<kStagingHalves - 1>();
+        }
         staging_barrier(wg);
-        store_staged_rows(staging, thread_in_wg, 0, kChunksPerRow, out.num_cols - col, expert_out + col, out.num_cols,
-                          [&](int row) -> int32_t { return row < rows_here ? row : -1; });
+#pragma unroll
+        for (int i = 0; i < kGroupsPerBox; ++i) {
+            const int group = box * kGroupsPerBox + i;
+#pragma unroll
+            for (int row_half = 0; row_half < 2; ++row_half) {
+                const float lo = has_rows ? acc[group * 4 + row_half * 2] : 0.0f;
+                const float hi = has_rows ? acc[group * 4 + row_half * 2 + 1] : 0.0f;
+                *reinterpret_cast<uint32_t*>(half + fresh_box_offset(f.row + row_half * 8, i, f)) = pack_bf16x2(lo, hi);
+            }
+        }
+        // The values are generic-proxy writes the TMA store (async proxy) reads.
+        ptx::fence_proxy_async_shared_cta();
         staging_barrier(wg);
+        if (thread_in_wg == 0) {
+            ptx::tma_store_3d(&out.map, first_col + box * kFreshBoxCols, first_row, tile.expert, half);
+            ptx::bulk_commit_group();
+        }
     }
 }
 
@@ -103,7 +137,7 @@ __device__ __forceinline__ void load_accumulate_box(const WeightGradOutput& out,
                                                     const EpilogueContext& e) {
     uint64_t* loaded = e.loaded + box % kStagingHalves;
     ptx::mbarrier_arrive_expect_tx_release_cta(loaded, kAccumulateBoxBytes);
-    ptx::tma_load_3d(e.staging + (box % kStagingHalves) * kAccumulateBoxBytes, &out.main_grad_map,
+    ptx::tma_load_3d(e.staging + (box % kStagingHalves) * kAccumulateBoxBytes, &out.map,
                      slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert, loaded);
 }
 
@@ -179,8 +213,8 @@ __device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& o
         ptx::fence_proxy_async_shared_cta();
         loads_ok = staging_barrier_all(wg, loads_ok);
         if (loads_ok && thread_in_wg == 0) {
-            ptx::tma_store_3d(&out.main_grad_map, slice.first_col + box * kAccumulateBoxCols, slice.first_row,
-                              slice.expert, half);
+            ptx::tma_store_3d(&out.map, slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert,
+                              half);
             ptx::bulk_commit_group();
             // The next load into this half may start once the store has read it; the last store is waited for
             // before the next tile's loads (or the CTA's exit) reuse the buffer.
@@ -197,7 +231,7 @@ __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out
                                                      const float (&acc)[gemm::kNumAccumulators], int wg,
                                                      int thread_in_wg, const EpilogueContext& e) {
     if constexpr (kMode == WeightGradMode::kFresh) {
-        store_fresh_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e.staging);
+        store_fresh_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e);
     } else {
         accumulate_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e);
     }

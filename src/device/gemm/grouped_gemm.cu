@@ -58,18 +58,19 @@ Status map_experts(const void* base, int64_t experts, int64_t rows, int64_t cols
     return map_expert_tensor(base, host::TensorElement::kBf16, experts, rows, cols, box_cols, box_rows, out);
 }
 
-// A weight gradient's output; in accumulate mode also main_grad (experts, rows, cols) fp32 as the epilogue's TMA
-// sees it: boxes of one warpgroup's rows by one 128-byte line (weight_grad_epilogue.cuh).
+// A weight gradient's output (experts, rows, cols) and its map for the epilogue's TMA: boxes of one warpgroup's
+// rows by one 128-byte line (weight_grad_epilogue.cuh), bf16 in fresh mode, fp32 main_grad in accumulate mode.
 template <epilogue::WeightGradMode kMode>
 Status weight_grad_output(void* base, int64_t experts, int32_t rows, int32_t cols, epilogue::WeightGradOutput* out) {
     out->out = base;
     out->num_rows = rows;
     out->num_cols = cols;
-    if constexpr (kMode != epilogue::WeightGradMode::kAccumulate) {
-        return Status::ok();
+    if constexpr (kMode == epilogue::WeightGradMode::kFresh) {
+        return map_expert_tensor(base, host::TensorElement::kBf16, experts, rows, cols, epilogue::kFreshBoxCols,
+                                 WGMMA_M, &out->map);
     }
     return map_expert_tensor(base, host::TensorElement::kFp32, experts, rows, cols, epilogue::kAccumulateBoxCols,
-                             WGMMA_M, &out->main_grad_map);
+                             WGMMA_M, &out->map);
 }
 
 // (rows, 2, width): the g|u (or dg|du) pairs, loaded as boxes of (box_rows, one half, box_cols): a box never

@@ -26,6 +26,7 @@
 #include "device/gemm/gemm_config.cuh"
 #include "device/gemm/operands.cuh"
 #include "device/pipeline/tma_pipeline.cuh"
+#include "device/ptx/bulk_copy.cuh"
 #include "device/ptx/warpgroup.cuh"
 #include "device/ptx/wgmma.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
@@ -175,6 +176,15 @@ __device__ __forceinline__ bool run_mainloop(const Tile& tile, GemmSharedStorage
     return true;
 }
 
+// Epilogues that store by TMA (the weight gradients') leave their last stores draining; their source, the staging
+// buffer, must stay until they have read it, so the consumer waits for that before it exits. For the other forms
+// nothing is pending and the wait returns at once.
+__device__ __forceinline__ void drain_epilogue_stores(int thread_in_wg) {
+    if (thread_in_wg == 0) {
+        ptx::bulk_wait_group_read<0>();
+    }
+}
+
 template <class Form>
 concept HasTileBegin = requires(const typename Form::Params& p, const Tile& t, const epilogue::EpilogueContext& e) {
     Form::begin_tile(p, t, 0, 0, e);
@@ -197,10 +207,12 @@ __device__ void run_consumer(const typename Form::Params& params, GemmSharedStor
             if constexpr (HasTileBegin<Form>) {
                 Form::abandon_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
             }
+            drain_epilogue_stores(thread_in_wg);
             return;
         }
         Form::epilogue(params, tile, acc, wg, thread_in_wg, epilogue_ctx);
     }
+    drain_epilogue_stores(thread_in_wg);
 }
 
 template <class Form>
