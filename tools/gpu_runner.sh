@@ -355,8 +355,9 @@ count_sass() {
                 if (local_mem[k] > 0) spilling++
                 if (hgmma[k] > 0) with_hgmma++
             }
+            # The condition is parenthesised: a bare ">" in a print statement redirects its output.
             printf "verdict: %d kernels, %d with HGMMA, %d with local memory%s\n", n, with_hgmma, spilling,
-                spilling > 0 ? " (LDL/STL: fix before measuring)" : ""
+                (spilling > 0 ? " (LDL/STL: fix before measuring)" : "")
         }'
 }
 
