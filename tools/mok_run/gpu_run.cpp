@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -173,9 +174,13 @@ Status run_on_gpu(const LayerOptions& layer_options, int iterations, LayerData& 
 
     const int ep_size = layer_options.topology.ep_size;
     std::vector<DeviceRank> ranks(static_cast<size_t>(ep_size));
+    const auto upload_start = std::chrono::steady_clock::now();
     for (int r = 0; r < ep_size; ++r) {
         MOK_RETURN_IF_ERROR(ranks[r].upload(data.ranks()[r]));
     }
+    const std::chrono::duration<double> uploaded = std::chrono::steady_clock::now() - upload_start;
+    std::printf("  inputs     copied to the GPU in %.1f s; warm-up step, then %d timed steps\n", uploaded.count(),
+                iterations);
     const GpuArgs args = gpu_args(data.shape(), ep_size, ranks);
 
     cudaStream_t stream = nullptr;

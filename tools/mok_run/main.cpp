@@ -69,7 +69,10 @@ Status run(const RunOptions& options, const LayerShape& shape) {
     MOK_RETURN_IF_ERROR(MoeLayer::validate(layer_options));
     if (gpu) {
 #if MOK_RUN_WITH_CUDA
+        const auto start = std::chrono::steady_clock::now();
         LayerData data(shape, options.ep_size, options);
+        const std::chrono::duration<double> generated = std::chrono::steady_clock::now() - start;
+        std::printf("  inputs     generated on the host in %.1f s\n", generated.count());
         MOK_RETURN_IF_ERROR(run_on_gpu(layer_options, options.iterations, data));
         print_checksums(data);
         return Status::ok();
@@ -96,6 +99,9 @@ Status run(const RunOptions& options, const LayerShape& shape) {
 }
 
 int run_main(int argc, char** argv) {
+    // Line-buffered even into a pipe or a log file: a full-size layer on the GPU takes tens of seconds to set up,
+    // and each phase's line should be there as the phase ends, also when the run is stopped early.
+    std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
     RunOptions options;
     if (const Status status = parse_run_options(argc, argv, &options); !status) {
         std::fprintf(stderr, "mok-run: %s\n\n%s", status.to_string().c_str(), usage().c_str());
