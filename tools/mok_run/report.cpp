@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "common/bf16.hpp"
@@ -16,27 +18,74 @@ namespace {
 constexpr size_t kMaxListed = 16;
 constexpr size_t kHottestListed = 5;
 
+// Tensors are checksummed in fixed chunks, each on its own thread, and the chunks' results are combined in
+// order: a full-size layer's weight gradients are tens of gigabytes, which a byte-at-a-time hash took longer to
+// read than the layer took to set up and run. The chunk size is fixed, so the checksums do not depend on the
+// number of threads.
+constexpr size_t kChunkBytes = size_t{1} << 20;
+constexpr size_t kMaxThreads = 64;
+
+// FNV-1a, 64 bits: order-sensitive, so it changes when any bit of any byte moves.
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+uint64_t fnv1a(uint64_t hash, const unsigned char* p, size_t bytes) {
+    constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+    for (size_t i = 0; i < bytes; ++i) {
+        hash = (hash ^ p[i]) * kFnvPrime;
+    }
+    return hash;
+}
+
+// One chunk's part: the FNV-1a of its bytes and the sum of its values, in element order.
+struct ChunkDigest {
+    uint64_t hash = kFnvBasis;
+    double sum = 0.0;
+};
+
+template <typename T, typename ToDouble>
+std::vector<ChunkDigest> digest_chunks(std::span<const T> values, ToDouble&& to_double) {
+    constexpr size_t kPerChunk = kChunkBytes / sizeof(T);
+    const size_t num_chunks = (values.size() + kPerChunk - 1) / kPerChunk;
+    std::vector<ChunkDigest> digests(num_chunks);
+    const auto work = [&](size_t first_chunk, size_t stride) {
+        for (size_t c = first_chunk; c < num_chunks; c += stride) {
+            const std::span<const T> chunk = values.subspan(c * kPerChunk, std::min(kPerChunk, values.size() - c * kPerChunk));
+            ChunkDigest& d = digests[c];
+            for (const T v : chunk) {
+                d.sum += to_double(v);
+            }
+            d.hash = fnv1a(kFnvBasis, reinterpret_cast<const unsigned char*>(chunk.data()), chunk.size_bytes());
+        }
+    };
+    const size_t num_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min(num_threads, num_chunks); ++t) {
+        threads.emplace_back(work, t, num_threads);
+    }
+    work(0, num_threads);
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    return digests;
+}
+
 struct Checksum {
     double sum = 0.0;
-    // FNV-1a, 64 bits: order-sensitive, so it changes when any bit of any element moves.
-    uint64_t hash = 0xcbf29ce484222325ull;
+    // FNV-1a over the 8 bytes of each chunk's FNV-1a, chunk after chunk, tensor after tensor.
+    uint64_t hash = kFnvBasis;
 
-    void add_bytes(const void* data, size_t bytes) {
-        constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-        const auto* p = static_cast<const unsigned char*>(data);
-        for (size_t i = 0; i < bytes; ++i) {
-            hash = (hash ^ p[i]) * kFnvPrime;
+    void absorb(const std::vector<ChunkDigest>& digests) {
+        for (const ChunkDigest& d : digests) {
+            sum += d.sum;
+            unsigned char bytes[sizeof(d.hash)];
+            std::memcpy(bytes, &d.hash, sizeof(bytes));
+            hash = fnv1a(hash, bytes, sizeof(bytes));
         }
     }
     void add(std::span<const uint16_t> bf16) {
-        for (uint16_t b : bf16) {
-            sum += bf16_bits_to_float(b);
-        }
-        add_bytes(bf16.data(), bf16.size_bytes());
+        absorb(digest_chunks(bf16, [](uint16_t b) { return static_cast<double>(bf16_bits_to_float(b)); }));
     }
     void add(std::span<const float> values) {
-        sum += std::accumulate(values.begin(), values.end(), 0.0);
-        add_bytes(values.data(), values.size_bytes());
+        absorb(digest_chunks(values, [](float v) { return static_cast<double>(v); }));
     }
     void add(const ExpertBuffers& grads) {
         add(grads.gate);
@@ -46,7 +95,7 @@ struct Checksum {
 };
 
 void print_checksum(const char* name, const Checksum& c) {
-    std::printf("  %-18s sum %+.9e  bits fnv1a64 %016" PRIx64 "\n", name, c.sum, c.hash);
+    std::printf("  %-18s sum %+.9e  bits %016" PRIx64 "\n", name, c.sum, c.hash);
 }
 
 double max_over_mean(const std::vector<int64_t>& rows) {
@@ -141,7 +190,7 @@ void print_checksums(const LayerData& data) {
             d_weights.add(shared);
         }
     }
-    std::printf("checksums (all ranks in order):\n");
+    std::printf("checksums (all ranks in order; bits: FNV-1a 64 over each MiB's FNV-1a 64):\n");
     print_checksum("y", y);
     print_checksum("dx", dx);
     print_checksum("d_router_weights", d_router);
