@@ -137,6 +137,8 @@ commit_of_tree() {
             commit="${commit}-dirty"
         fi
         echo "$commit"
+    elif [[ -f .mok-commit ]]; then
+        cat .mok-commit  # a tree exported from git (tools/ab.sh prepare)
     else
         echo "unknown"
     fi

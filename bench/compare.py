@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Per-case comparison of benchmark results across commits (A/B runs).
+
+Reads result JSON files (files or folders), groups them by benchmark and commit, and prints for every case that
+more than one commit measured: each commit's median time over its runs (with the min..max over runs when there
+were several), and the speedup of each commit over the baseline commit (the first one named with --baseline, or
+the commit of the first file read). Run A and B alternately (tools/gpu_compare.sh does) so that a drift of the
+machine over the call shows as spread instead of as a difference.
+
+    python3 bench/compare.py results-a/ results-b/ --baseline 765e07fb4b16
+    python3 bench/compare.py bench/results/gemm-*765e07fb4b16.json bench/results/gemm-*95f8c7819e0f.json
+
+Only the standard library is needed.
+"""
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def result_files(paths):
+    for p in map(Path, paths):
+        if p.is_dir():
+            yield from sorted(p.rglob("*.json"))
+        elif p.suffix == ".json":
+            yield p
+
+
+def load(paths):
+    """{(benchmark, commit): {case: [time per run]}}, and the commits in the order first seen."""
+    times = {}
+    commits = []
+    for path in result_files(paths):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            print(f"compare: skipping {path}: {error}", file=sys.stderr)
+            continue
+        if not isinstance(doc, dict) or "cases" not in doc:
+            continue
+        commit = str(doc.get("commit", "unknown"))
+        if commit not in commits:
+            commits.append(commit)
+        cases = times.setdefault((doc.get("benchmark", "?"), commit), {})
+        for case in doc["cases"]:
+            for figure in case.get("figures", []):
+                if figure.get("name") == "time" and isinstance(figure.get("value"), (int, float)):
+                    cases.setdefault(case["name"], []).append(float(figure["value"]))
+    return times, commits
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="+", help="result JSON files or folders")
+    parser.add_argument("--baseline", help="commit (or a prefix of it) the others are compared against")
+    args = parser.parse_args()
+
+    times, commits = load(args.paths)
+    if len(commits) < 2:
+        print("compare: results of at least two commits are needed", file=sys.stderr)
+        return 2
+    baseline = commits[0]
+    if args.baseline:
+        matches = [c for c in commits if c.startswith(args.baseline)]
+        if len(matches) != 1:
+            print(f"compare: --baseline {args.baseline} names {len(matches)} of the commits {commits}",
+                  file=sys.stderr)
+            return 2
+        baseline = matches[0]
+    others = [c for c in commits if c != baseline]
+
+    for benchmark in sorted({b for b, _ in times}):
+        base_cases = times.get((benchmark, baseline), {})
+        rows = []
+        for case, base_runs in base_cases.items():
+            cells = [describe(base_runs)]
+            for commit in others:
+                runs = times.get((benchmark, commit), {}).get(case)
+                if runs:
+                    speedup = statistics.median(base_runs) / statistics.median(runs)
+                    cells.append(f"{describe(runs)} {speedup:6.3f}x")
+                else:
+                    cells.append("-")
+            rows.append((case, cells))
+        if not rows:
+            continue
+        print(f"\n{benchmark}: time in ms, median over runs (min..max); speedup over {baseline[:12]}")
+        header = ["case", baseline[:12]] + [c[:12] for c in others]
+        width = max(len(case) for case, _ in rows)
+        print(f"{header[0]:<{width}}  " + "  ".join(f"{h:>32}" for h in header[1:]))
+        for case, cells in rows:
+            print(f"{case:<{width}}  " + "  ".join(f"{cell:>32}" for cell in cells))
+    return 0
+
+
+def describe(runs):
+    median = statistics.median(runs)
+    if len(runs) == 1:
+        return f"{median:.4f}"
+    return f"{median:.4f} ({min(runs):.4f}..{max(runs):.4f})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
