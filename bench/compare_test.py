@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""bench/compare.py on made-up result files: medians over runs, the speedup over the baseline, and the refusal of
+a single commit."""
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+COMPARE = Path(__file__).resolve().parent / "compare.py"
+
+
+def write(folder, name, commit, times):
+    doc = {"benchmark": "gemm", "commit": commit,
+           "cases": [{"name": case, "figures": [{"name": "time", "value": t}]} for case, t in times.items()]}
+    (folder / name).write_text(json.dumps(doc))
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(COMPARE), *args], capture_output=True, text=True)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        # Baseline a: 2.0 and 4.0 ms (median 3.0) in two rounds; b: 1.5 ms once -> 2.000x.
+        write(folder, "a1.json", "aaaaaaaaaaaa", {"x/m128/down": 2.0})
+        write(folder, "a2.json", "aaaaaaaaaaaa", {"x/m128/down": 4.0})
+        write(folder, "b1.json", "bbbbbbbbbbbb", {"x/m128/down": 1.5})
+        result = run(str(folder), "--baseline", "aaaa")
+        assert result.returncode == 0, result.stderr
+        line = next(l for l in result.stdout.splitlines() if l.startswith("x/m128/down"))
+        assert "3.0000 (2.0000..4.0000)" in line, line
+        assert "2.000x" in line, line
+        # The baseline may be any commit named.
+        result = run(str(folder), "--baseline", "bbbb")
+        line = next(l for l in result.stdout.splitlines() if l.startswith("x/m128/down"))
+        assert "0.500x" in line, line
+        # One commit alone is no comparison.
+        only_a = folder / "only_a"
+        only_a.mkdir()
+        write(only_a, "a.json", "aaaaaaaaaaaa", {"x/m128/down": 2.0})
+        assert run(str(only_a)).returncode == 2
+        assert run(str(folder), "--baseline", "cccc").returncode == 2
+    print("compare_test: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
