@@ -48,7 +48,8 @@ std::vector<ChunkDigest> digest_chunks(std::span<const T> values, ToDouble&& to_
     std::vector<ChunkDigest> digests(num_chunks);
     const auto work = [&](size_t first_chunk, size_t stride) {
         for (size_t c = first_chunk; c < num_chunks; c += stride) {
-            const std::span<const T> chunk = values.subspan(c * kPerChunk, std::min(kPerChunk, values.size() - c * kPerChunk));
+            const std::span<const T> chunk =
+                values.subspan(c * kPerChunk, std::min(kPerChunk, values.size() - c * kPerChunk));
             ChunkDigest& d = digests[c];
             for (const T v : chunk) {
                 d.sum += to_double(v);
