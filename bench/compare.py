@@ -4,7 +4,7 @@
 Reads result JSON files (files or folders), groups them by benchmark and commit, and prints for every case that
 more than one commit measured: each commit's median time over its runs (with the min..max over runs when there
 were several), and the speedup of each commit over the baseline commit (the first one named with --baseline, or
-the commit of the first file read). Run A and B alternately (tools/gpu_compare.sh does) so that a drift of the
+the commit of the first file read). Run A and B alternately (tools/ab.sh does) so that a drift of the
 machine over the call shows as spread instead of as a difference.
 
     python3 bench/compare.py results-a/ results-b/ --baseline 765e07fb4b16

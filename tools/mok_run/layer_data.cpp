@@ -4,9 +4,9 @@
 #include <cmath>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "common/bf16.hpp"
+#include "parallel.hpp"
 
 namespace mok::run {
 namespace {
@@ -32,22 +32,12 @@ class TensorSource {
                 bits[static_cast<size_t>(i)] = round_to_bf16_bits(static_cast<float>((2.0 * unit - 1.0) * scale));
             }
         };
-        const int64_t num_threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
-        const int64_t chunk = std::max<int64_t>(kMinChunk, (count + num_threads - 1) / num_threads);
-        std::vector<std::thread> threads;
-        for (int64_t begin = chunk; begin < count; begin += chunk) {
-            threads.emplace_back(fill, begin, std::min(count, begin + chunk));
-        }
-        fill(0, std::min(count, chunk));
-        for (std::thread& t : threads) {
-            t.join();
-        }
+        parallel_ranges(count, kMinChunk, fill);
         return bits;
     }
 
   private:
-    // Threads at most, and elements per thread at least (below that a thread costs more than it saves).
-    static constexpr int64_t kMaxThreads = 64;
+    // Elements per thread at least: below that a thread costs more than it saves.
     static constexpr int64_t kMinChunk = int64_t{1} << 20;
 
     // SplitMix64's finaliser: a bijection of 64-bit words whose outputs pass as independent uniform bits.

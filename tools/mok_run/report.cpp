@@ -6,10 +6,10 @@
 #include <cstring>
 #include <numeric>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "common/bf16.hpp"
+#include "parallel.hpp"
 
 namespace mok::run {
 namespace {
@@ -18,12 +18,11 @@ namespace {
 constexpr size_t kMaxListed = 16;
 constexpr size_t kHottestListed = 5;
 
-// Tensors are checksummed in fixed chunks, each on its own thread, and the chunks' results are combined in
-// order: a full-size layer's weight gradients are tens of gigabytes, which a byte-at-a-time hash took longer to
-// read than the layer took to set up and run. The chunk size is fixed, so the checksums do not depend on the
-// number of threads.
+// Tensors are checksummed in fixed chunks, spread over threads (parallel_ranges), and the chunks' results are
+// combined in order: a full-size layer's weight gradients are tens of gigabytes, which a byte-at-a-time hash took
+// longer to read than the layer took to set up and run. The chunk size is fixed, so the checksums do not depend
+// on the number of threads.
 constexpr size_t kChunkBytes = size_t{1} << 20;
-constexpr size_t kMaxThreads = 64;
 
 // FNV-1a, 64 bits: order-sensitive, so it changes when any bit of any byte moves.
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
@@ -46,8 +45,8 @@ std::vector<ChunkDigest> digest_chunks(std::span<const T> values, ToDouble&& to_
     constexpr size_t kPerChunk = kChunkBytes / sizeof(T);
     const size_t num_chunks = (values.size() + kPerChunk - 1) / kPerChunk;
     std::vector<ChunkDigest> digests(num_chunks);
-    const auto work = [&](size_t first_chunk, size_t stride) {
-        for (size_t c = first_chunk; c < num_chunks; c += stride) {
+    parallel_ranges(static_cast<int64_t>(num_chunks), 1, [&](int64_t first, int64_t end) {
+        for (auto c = static_cast<size_t>(first); c < static_cast<size_t>(end); ++c) {
             const std::span<const T> chunk =
                 values.subspan(c * kPerChunk, std::min(kPerChunk, values.size() - c * kPerChunk));
             ChunkDigest& d = digests[c];
@@ -56,16 +55,7 @@ std::vector<ChunkDigest> digest_chunks(std::span<const T> values, ToDouble&& to_
             }
             d.hash = fnv1a(kFnvBasis, reinterpret_cast<const unsigned char*>(chunk.data()), chunk.size_bytes());
         }
-    };
-    const size_t num_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::min(num_threads, num_chunks); ++t) {
-        threads.emplace_back(work, t, num_threads);
-    }
-    work(0, num_threads);
-    for (std::thread& thread : threads) {
-        thread.join();
-    }
+    });
     return digests;
 }
 
