@@ -14,6 +14,7 @@
 // reads smaller.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "common/device_status.hpp"
@@ -183,19 +184,67 @@ enum class RingId : int32_t {
 };
 inline constexpr int32_t kNumRings = 2;
 
-// One rank's local block: the plan tables (plan::PlanTables), the rings and their flags, control and status.
+// The routing plan's tables (plan::PlanTables) as consecutive regions of one allocation: the transport's local
+// block and the layer's context (host/cuda/layer_layout.hpp) each hold a plan this way. Writer: the planner of the
+// rank that owns the allocation. Readers: its dispatch, combine, row gate and GEMMs.
+struct PlanRegions {
+    static constexpr int kNumRegions = 9;
+
+    Region chunk_counts;       // [E][R][C] int32
+    Region chunk_offsets;      // [E][R][C] int32
+    Region expert_rows;        // [E] int32
+    Region segment_begin;      // [E] int32
+    Region owner_padded_rows;  // [R] int32
+    Region row_source;         // [capacity_rows] RowSource
+    Region tile_expert;        // [capacity_rows / 128] int32
+    Region slot_location;      // [T * k] SlotLocation
+    Region status;             // [1] int32 PlanStatus
+
+    MOK_HOST_DEVICE static PlanRegions take(RegionAllocator& a, const plan::PlanTableSizes& n) {
+        PlanRegions r;
+        r.chunk_counts = a.take(n.chunk_entries * sizeof(int32_t));
+        r.chunk_offsets = a.take(n.chunk_entries * sizeof(int32_t));
+        r.expert_rows = a.take(n.experts * sizeof(int32_t));
+        r.segment_begin = a.take(n.experts * sizeof(int32_t));
+        r.owner_padded_rows = a.take(n.ranks * sizeof(int32_t));
+        r.row_source = a.take(n.rows * sizeof(plan::RowSource));
+        r.tile_expert = a.take(n.tiles * sizeof(int32_t));
+        r.slot_location = a.take(n.slots * sizeof(plan::SlotLocation));
+        r.status = a.take(sizeof(int32_t));
+        return r;
+    }
+
+    // The tables' pointers in an allocation at `base`.
+    MOK_HOST_DEVICE plan::PlanTables bind(void* base) const {
+        char* b = static_cast<char*>(base);
+        plan::PlanTables t;
+        t.chunk_counts = reinterpret_cast<int32_t*>(b + chunk_counts.offset);
+        t.chunk_offsets = reinterpret_cast<int32_t*>(b + chunk_offsets.offset);
+        t.expert_rows = reinterpret_cast<int32_t*>(b + expert_rows.offset);
+        t.segment_begin = reinterpret_cast<int32_t*>(b + segment_begin.offset);
+        t.owner_padded_rows = reinterpret_cast<int32_t*>(b + owner_padded_rows.offset);
+        t.row_source = reinterpret_cast<plan::RowSource*>(b + row_source.offset);
+        t.tile_expert = reinterpret_cast<int32_t*>(b + tile_expert.offset);
+        t.slot_location = reinterpret_cast<plan::SlotLocation*>(b + slot_location.offset);
+        t.status = reinterpret_cast<int32_t*>(b + status.offset);
+        return t;
+    }
+
+    // Bytes from the first table's start to the last one's end.
+    MOK_HOST_DEVICE uint64_t span_bytes() const { return status.end() - chunk_counts.offset; }
+
+    // Every table's region (host side: for checks that walk them all).
+    std::array<Region, kNumRegions> all() const {
+        return {chunk_counts, chunk_offsets, expert_rows,   segment_begin, owner_padded_rows,
+                row_source,   tile_expert,   slot_location, status};
+    }
+};
+
+// One rank's local block: the plan tables, the rings and their flags, control and status.
 struct LocalLayout {
     plan::PlanShape plan{};  // the plan shape the block was made for; ring_rows capped at capacity_rows
     int64_t hidden = 0;
-    Region chunk_counts;           // [E][R][C] int32
-    Region chunk_offsets;          // [E][R][C] int32
-    Region expert_rows;            // [E] int32
-    Region segment_begin;          // [E] int32
-    Region owner_padded_rows;      // [R] int32
-    Region row_source;             // [capacity_rows] RowSource
-    Region tile_expert;            // [capacity_rows / 128] int32
-    Region slot_location;          // [T * k] SlotLocation
-    Region plan_status;            // [1] int32 PlanStatus
+    PlanRegions plan_tables;
     Region ring_rows[kNumRings];   // [ring_rows, H] bf16
     Region ring_ready[kNumRings];  // [capacity_rows / 128] u64
     Region ring_free[kNumRings];   // [capacity_rows / 128] u64
@@ -215,15 +264,7 @@ struct LocalLayout {
         l.hidden = hidden;
         const plan::PlanTableSizes n = plan::table_sizes(p);
         RegionAllocator a;
-        l.chunk_counts = a.take(n.chunk_entries * sizeof(int32_t));
-        l.chunk_offsets = a.take(n.chunk_entries * sizeof(int32_t));
-        l.expert_rows = a.take(n.experts * sizeof(int32_t));
-        l.segment_begin = a.take(n.experts * sizeof(int32_t));
-        l.owner_padded_rows = a.take(n.ranks * sizeof(int32_t));
-        l.row_source = a.take(n.rows * sizeof(plan::RowSource));
-        l.tile_expert = a.take(n.tiles * sizeof(int32_t));
-        l.slot_location = a.take(n.slots * sizeof(plan::SlotLocation));
-        l.plan_status = a.take(sizeof(int32_t));
+        l.plan_tables = PlanRegions::take(a, n);
         for (int32_t ring = 0; ring < kNumRings; ++ring) {
             l.ring_rows[ring] = a.take(static_cast<uint64_t>(l.plan.ring_rows) * hidden * kRowElementBytes);
             l.ring_ready[ring] = a.take(n.tiles * sizeof(uint64_t));
@@ -252,15 +293,7 @@ struct LocalBuffers {
     MOK_HOST_DEVICE static LocalBuffers bind(const LocalLayout& l, void* base) {
         char* b = static_cast<char*>(base);
         LocalBuffers out;
-        out.plan.chunk_counts = reinterpret_cast<int32_t*>(b + l.chunk_counts.offset);
-        out.plan.chunk_offsets = reinterpret_cast<int32_t*>(b + l.chunk_offsets.offset);
-        out.plan.expert_rows = reinterpret_cast<int32_t*>(b + l.expert_rows.offset);
-        out.plan.segment_begin = reinterpret_cast<int32_t*>(b + l.segment_begin.offset);
-        out.plan.owner_padded_rows = reinterpret_cast<int32_t*>(b + l.owner_padded_rows.offset);
-        out.plan.row_source = reinterpret_cast<plan::RowSource*>(b + l.row_source.offset);
-        out.plan.tile_expert = reinterpret_cast<int32_t*>(b + l.tile_expert.offset);
-        out.plan.slot_location = reinterpret_cast<plan::SlotLocation*>(b + l.slot_location.offset);
-        out.plan.status = reinterpret_cast<int32_t*>(b + l.plan_status.offset);
+        out.plan = l.plan_tables.bind(base);
         for (int32_t ring = 0; ring < kNumRings; ++ring) {
             out.ring_rows[ring] = reinterpret_cast<uint16_t*>(b + l.ring_rows[ring].offset);
             out.ring_ready[ring] = reinterpret_cast<uint64_t*>(b + l.ring_ready[ring].offset);

@@ -13,7 +13,7 @@ TransportMemory transport_memory(const layout::SymmetricLayout& window, const la
     for (int32_t ring = 0; ring < layout::kNumRings; ++ring) {
         m.local_ring_bytes += local.ring_rows[ring].bytes;
     }
-    m.local_plan_bytes = local.plan_status.end() - local.chunk_counts.offset;
+    m.local_plan_bytes = local.plan_tables.span_bytes();
     return m;
 }
 

@@ -71,15 +71,7 @@ struct ContextBuffers {
 
     static ContextBuffers bind(const ContextLayout& l, void* base) {
         ContextBuffers b;
-        b.plan.chunk_counts = at<int32_t>(base, l.chunk_counts);
-        b.plan.chunk_offsets = at<int32_t>(base, l.chunk_offsets);
-        b.plan.expert_rows = at<int32_t>(base, l.expert_rows);
-        b.plan.segment_begin = at<int32_t>(base, l.segment_begin);
-        b.plan.owner_padded_rows = at<int32_t>(base, l.owner_padded_rows);
-        b.plan.row_source = at<plan::RowSource>(base, l.row_source);
-        b.plan.tile_expert = at<int32_t>(base, l.tile_expert);
-        b.plan.slot_location = at<plan::SlotLocation>(base, l.slot_location);
-        b.plan.status = at<int32_t>(base, l.plan_status);
+        b.plan = l.plan_tables.bind(base);
         b.row_weight = at<float>(base, l.row_weight);
         b.x_rows = at<__nv_bfloat16>(base, l.x_rows);
         b.gu = at<__nv_bfloat16>(base, l.gu);

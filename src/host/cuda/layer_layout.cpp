@@ -123,15 +123,7 @@ ContextLayout ContextLayout::make(const LayerDims& d) {
     ContextLayout l;
     const plan::PlanTableSizes n = plan::table_sizes(d.plan_shape(0, plan::kExpertRowAlignment));
     layout::RegionAllocator a;
-    l.chunk_counts = a.take(n.chunk_entries * sizeof(int32_t));
-    l.chunk_offsets = a.take(n.chunk_entries * sizeof(int32_t));
-    l.expert_rows = a.take(n.experts * sizeof(int32_t));
-    l.segment_begin = a.take(n.experts * sizeof(int32_t));
-    l.owner_padded_rows = a.take(n.ranks * sizeof(int32_t));
-    l.row_source = a.take(n.rows * sizeof(plan::RowSource));
-    l.tile_expert = a.take(n.tiles * sizeof(int32_t));
-    l.slot_location = a.take(n.slots * sizeof(plan::SlotLocation));
-    l.plan_status = a.take(sizeof(int32_t));
+    l.plan_tables = layout::PlanRegions::take(a, n);
     l.row_weight = a.take(static_cast<uint64_t>(d.capacity_rows) * sizeof(float));
     l.x_rows = a.take(bf16_bytes(d.capacity_rows, d.hidden));
     l.gu = a.take(bf16_bytes(d.capacity_rows, 2 * d.width));

@@ -122,21 +122,13 @@ struct ScratchLayout {
 
 // One rank's part of a ForwardContext.
 struct ContextLayout {
-    Region chunk_counts;            // [E][R][chunks] int32    the plan tables (plan::PlanTables)
-    Region chunk_offsets;           // [E][R][chunks] int32
-    Region expert_rows;             // [E] int32
-    Region segment_begin;           // [E] int32
-    Region owner_padded_rows;       // [R] int32
-    Region row_source;              // [C] RowSource
-    Region tile_expert;             // [C / 128] int32
-    Region slot_location;           // [T k] SlotLocation
-    Region plan_status;             // [1] int32
-    Region row_weight;              // [C] fp32: router weight of each owner row
-    Region x_rows;                  // [C, H] bf16: the dispatched x rows (the kTokens ring), A of dW_gate|up
-    Region gu;                      // [C, 2, I] bf16
-    Region h;                       // [C, I] bf16
-    std::vector<Region> shared_gu;  // [T_pad, 2, I_s] bf16 per shared expert
-    std::vector<Region> shared_h;   // [T_pad, I_s] bf16 per shared expert
+    layout::PlanRegions plan_tables;  // the plan of the step that made the context
+    Region row_weight;                // [C] fp32: router weight of each owner row
+    Region x_rows;                    // [C, H] bf16: the dispatched x rows (the kTokens ring), A of dW_gate|up
+    Region gu;                        // [C, 2, I] bf16
+    Region h;                         // [C, I] bf16
+    std::vector<Region> shared_gu;    // [T_pad, 2, I_s] bf16 per shared expert
+    std::vector<Region> shared_h;     // [T_pad, I_s] bf16 per shared expert
     uint64_t bytes = 0;
 
     static ContextLayout make(const LayerDims& dims);

@@ -30,13 +30,16 @@ std::vector<Region> window_regions(const SymmetricLayout& l) {
 }
 
 std::vector<Region> local_regions(const LocalLayout& l) {
-    std::vector<Region> regions = {l.chunk_counts,      l.chunk_offsets, l.expert_rows, l.segment_begin,
-                                   l.owner_padded_rows, l.row_source,    l.tile_expert, l.slot_location,
-                                   l.plan_status,       l.control,       l.status};
+    const auto plan_tables = l.plan_tables.all();
+    std::vector<Region> regions(plan_tables.begin(), plan_tables.end());
+    regions.push_back(l.push_parts);
+    regions.push_back(l.control);
+    regions.push_back(l.status);
     for (int32_t ring = 0; ring < kNumRings; ++ring) {
         regions.push_back(l.ring_rows[ring]);
         regions.push_back(l.ring_ready[ring]);
         regions.push_back(l.ring_free[ring]);
+        regions.push_back(l.ring_parts[ring]);
     }
     return regions;
 }
@@ -125,7 +128,7 @@ TEST(TransportLayout, LocalRegionsAreDisjointAlignedAndInside) {
         const LocalLayout l = LocalLayout::make(p, hidden);
         ASSERT_TRUE(disjoint_aligned_inside(local_regions(l), l.total_bytes));
         const plan::PlanTableSizes n = plan::table_sizes(p);
-        ASSERT_EQ(l.row_source.bytes, n.rows * sizeof(plan::RowSource));
+        ASSERT_EQ(l.plan_tables.row_source.bytes, n.rows * sizeof(plan::RowSource));
         // A ring longer than the row table is cut to it: the rows past it could never be used.
         const int64_t ring_rows = std::min(p.ring_rows, p.capacity_rows);
         ASSERT_EQ(l.plan.ring_rows, ring_rows);
@@ -134,7 +137,8 @@ TEST(TransportLayout, LocalRegionsAreDisjointAlignedAndInside) {
         // bind() hands out exactly these offsets.
         char* base = reinterpret_cast<char*>(uintptr_t{1} << 40);
         const LocalBuffers b = LocalBuffers::bind(l, base);
-        ASSERT_EQ(reinterpret_cast<char*>(b.plan.row_source), base + l.row_source.offset);
+        ASSERT_EQ(reinterpret_cast<char*>(b.plan.row_source), base + l.plan_tables.row_source.offset);
+        ASSERT_EQ(reinterpret_cast<char*>(b.plan.status), base + l.plan_tables.status.offset);
         ASSERT_EQ(reinterpret_cast<char*>(b.ring_free[1]), base + l.ring_free[1].offset);
         ASSERT_EQ(reinterpret_cast<char*>(b.status), base + l.status.offset);
     }

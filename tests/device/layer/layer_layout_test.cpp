@@ -46,19 +46,9 @@ TEST(LayerLayout, RegionsAreAlignedAndDisjoint) {
         scratch.insert(scratch.end(), s.shared_dgu.begin(), s.shared_dgu.end());
         EXPECT_TRUE(aligned_and_disjoint(scratch, s.bytes, std::string(preset.name) + " scratch"));
         const ContextLayout c = ContextLayout::make(d);
-        std::vector<Region> context = {c.chunk_counts,
-                                       c.chunk_offsets,
-                                       c.expert_rows,
-                                       c.segment_begin,
-                                       c.owner_padded_rows,
-                                       c.row_source,
-                                       c.tile_expert,
-                                       c.slot_location,
-                                       c.plan_status,
-                                       c.row_weight,
-                                       c.x_rows,
-                                       c.gu,
-                                       c.h};
+        const auto plan_tables = c.plan_tables.all();
+        std::vector<Region> context(plan_tables.begin(), plan_tables.end());
+        context.insert(context.end(), {c.row_weight, c.x_rows, c.gu, c.h});
         context.insert(context.end(), c.shared_gu.begin(), c.shared_gu.end());
         context.insert(context.end(), c.shared_h.begin(), c.shared_h.end());
         EXPECT_TRUE(aligned_and_disjoint(context, c.bytes, std::string(preset.name) + " context"));
