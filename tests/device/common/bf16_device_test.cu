@@ -12,6 +12,8 @@
 namespace mok::test {
 namespace {
 
+// A grid-stride sweep of 2^32 patterns: 4096 blocks of 256 threads fill any Hopper GPU many times over, and each
+// thread takes 4096 patterns.
 constexpr int kThreads = 256;
 constexpr int kBlocks = 4096;
 constexpr uint32_t kExponentBits = 0x7f800000u;

@@ -104,8 +104,8 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
     constexpr size_t kNegativeZeroEvery = 16;
     for (auto* v : {&initial_gate, &initial_up, &initial_down}) {
         for (size_t i = 0; i < v->size(); ++i) {
-            (*v)[i] = values == Values::kExact ? std::round(pick(rng) * 8.0f) / 8.0f + 0.5f : pick(rng);
-            (*v)[i] = i % kNegativeZeroEvery == 0 ? -0.0f : (*v)[i];
+            const float drawn = values == Values::kExact ? std::round(pick(rng) * 8.0f) / 8.0f + 0.5f : pick(rng);
+            (*v)[i] = i % kNegativeZeroEvery == 0 ? -0.0f : drawn;
         }
     }
 
