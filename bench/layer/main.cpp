@@ -46,16 +46,18 @@ struct LayerCase {
     const ModelPreset* model = nullptr;
     int64_t tokens = 0;
     int ep = 1;
-    std::string routing;      // "uniform" or "zipf"
-    int comm_sms = 0;         // Config::num_comm_sms_forward and _backward; 0: the library's choice
-    bool one_stream = false;  // the timed layer runs the one-stream order too (--one-stream)
+    std::string routing;        // "uniform" or "zipf"
+    int comm_sms = 0;           // Config::num_comm_sms_forward and _backward; 0: the library's choice
+    bool one_stream = false;    // the timed layer runs the one-stream order too (--one-stream)
+    bool gemm_pingpong = true;  // Config::gemm_pingpong (--gemm-cooperative adds cases with it off)
 
     // A case at the library's choice of SMs keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
         const std::string sms = comm_sms > 0 ? "/comm" + std::to_string(comm_sms) : "";
         const std::string order = one_stream ? "/one-stream" : "";
+        const std::string arrangement = gemm_pingpong ? "" : "/cooperative";
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
-               sms + order + "/" + pass;
+               sms + order + arrangement + "/" + pass;
     }
 };
 
@@ -186,6 +188,7 @@ class Rank {
         options.config.num_comm_sms_backward = c.comm_sms;
         // Recording stage times puts a layer on the one-stream order (docs/layer.md, section 2).
         options.config.record_stage_times = c.one_stream;
+        options.config.gemm_pingpong = c.gemm_pingpong;
         size_t bytes = 0;
         check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
@@ -320,6 +323,7 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("routing", c.routing)
         .set("comm_sms", c.comm_sms)
         .set("one_stream", c.one_stream)
+        .set("gemm_pingpong", c.gemm_pingpong)
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
@@ -394,6 +398,7 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
 struct LayerFlags {
     std::vector<int> comm_sms{0};
     bool one_stream = false;
+    bool gemm_cooperative = false;
 };
 
 std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& flags, int visible) {
@@ -422,7 +427,10 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
             for (const int ep : eps) {
                 for (const std::string& routing : routings) {
                     for (const int sms : flags.comm_sms) {
-                        out.push_back({model, t, ep, routing, sms, flags.one_stream});
+                        out.push_back({model, t, ep, routing, sms, flags.one_stream, true});
+                        if (flags.gemm_cooperative) {
+                            out.push_back({model, t, ep, routing, sms, flags.one_stream, false});
+                        }
                     }
                 }
             }
@@ -441,7 +449,10 @@ void print_usage() {
         "                    0, the default, is the library's choice; other counts add /comm<N> to the case name)\n"
         "  --one-stream      time the one-stream order instead of the pipelined one (every kernel after the one\n"
         "                    before it): for profilers that serialise kernels, under which a GEMM waiting for\n"
-        "                    the dispatch's rows would time out; adds /one-stream to the case names\n",
+        "                    the dispatch's rows would time out; adds /one-stream to the case names\n"
+        "  --gemm-cooperative  also time each case with Config::gemm_pingpong off (dgrad_down in the\n"
+        "                      cooperative arrangement, docs/gemm.md); those cases carry /cooperative in\n"
+        "                      their names\n",
         common_options_help().c_str());
 }
 
@@ -452,6 +463,10 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
     for (size_t i = 0; i < rest.size(); ++i) {
         if (rest[i] == "--one-stream") {
             flags.one_stream = true;
+            continue;
+        }
+        if (rest[i] == "--gemm-cooperative") {
+            flags.gemm_cooperative = true;
             continue;
         }
         if (rest[i] != "--comm-sms" || i + 1 >= rest.size()) {
@@ -522,6 +537,6 @@ int run(const CommonOptions& options) {
 
 int main(int argc, char** argv) {
     using namespace mok::bench;
-    // run() reads --comm-sms and --one-stream from the flags the common parser leaves.
+    // run() reads --comm-sms, --one-stream and --gemm-cooperative from the flags the common parser leaves.
     return run_benchmark_main(argc, argv, "mok-bench-layer", layer::print_usage, layer::run, OtherFlags::kPass);
 }

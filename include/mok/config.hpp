@@ -49,6 +49,11 @@ struct Config {
     // Records a CUDA event after each stage of every step (the transport's kernels, each expert GEMM), so that
     // MoeLayer::stage_times can say where the time goes. Costs an event record per stage; changes no result.
     bool record_stage_times = false;
+    // Runs the routed and shared experts' dgrad through down in the ping-pong arrangement: clusters of two CTAs,
+    // each consumer warpgroup a tile of its own, so that one tile's SwiGLU-backward epilogue overlaps the next
+    // one's K loop (docs/gemm.md: 1.00-1.10x the cooperative arrangement for that GEMM). false runs it
+    // cooperatively like every other GEMM. Changes no result.
+    bool gemm_pingpong = true;
 };
 
 }  // namespace mok

@@ -24,6 +24,7 @@ class Config:
     ring_rows: int = _DEFAULTS[3]
     schedule_capacity_factor: float = _DEFAULTS[4]
     peer_timeout_ms: int = _DEFAULTS[5]
+    gemm_pingpong: bool = _DEFAULTS[6]
 
 
 def resolve_device(backend: str, device) -> torch.device:
@@ -90,6 +91,7 @@ class Layer:
             config.ring_rows,
             config.schedule_capacity_factor,
             config.peer_timeout_ms,
+            config.gemm_pingpong,
             backend,
             self.device,
             0 if communicator is None else communicator.id,

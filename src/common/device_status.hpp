@@ -28,6 +28,7 @@ enum class WaitSite : int32_t {
     kPeerBarrier,      // a barrier across ranks
     kBulkCopy,         // a bulk copy's completion
     kEpilogueLoad,     // a weight-gradient epilogue waited for main_grad's TMA load
+    kWarpgroupTurn,    // a ping-pong GEMM warpgroup waited for the other's K loop to end
 };
 
 const char* to_string(WaitSite site);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
@@ -21,18 +22,19 @@ struct RowStoreOutput {
 };
 
 __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, const gemm::Tile& tile,
-                                                   const float (&acc)[gemm::kNumAccumulators], int wg, int thread_in_wg,
-                                                   uint8_t* staging) {
+                                                   const float (&acc)[gemm::kNumAccumulators], int row_half,
+                                                   int thread_in_wg, const EpilogueContext& e) {
     constexpr int kGroupsPerPass = gemm::kStagingCols / 8;
+    uint8_t* staging = e.staging;
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
-    const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;
+    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
 #pragma unroll
     for (int pass = 0; pass < gemm::BLOCK_N / gemm::kStagingCols; ++pass) {
         const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
         stage_fragment<kGroupsPerPass>(staging, f, 0,
                                        [&](int i, int x) { return acc[(pass * kGroupsPerPass + i) * 4 + x]; });
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
         store_staged_rows(staging, thread_in_wg, 0, kChunksPerRow, out.num_cols - col, out.out + col, out.ld,
                           [&](int row) -> int32_t {
                               if (row >= rows_here) {
@@ -40,7 +42,7 @@ __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, co
                               }
                               return out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
                           });
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
     }
 }
 

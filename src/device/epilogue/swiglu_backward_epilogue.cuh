@@ -16,6 +16,7 @@
 #include "common/bf16.hpp"
 #include "common/fp32_ops.hpp"
 #include "common/swiglu.hpp"
+#include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
@@ -54,13 +55,14 @@ struct SwigluBackwardOutputs {
 };
 
 __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
-                                                         const float (&acc)[gemm::kNumAccumulators], int wg,
-                                                         int thread_in_wg, uint8_t* staging) {
+                                                         const float (&acc)[gemm::kNumAccumulators], int row_half,
+                                                         int thread_in_wg, const EpilogueContext& e) {
     constexpr int kGroups = gemm::BLOCK_N / 8;  // column groups of the accumulator
     constexpr int kGroupsPerPass = kSwigluBackwardGroupsPerPass;
+    uint8_t* staging = e.staging;
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
-    const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;
+    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
     const int col_begin = tile.n_idx * gemm::BLOCK_N;
     const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
 
@@ -124,14 +126,14 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                                              f.col * gemm::kBf16Bytes) = pack_bf16x2(du[0], du[1]);
             }
         }
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
         const int col = col_begin + pass * kGroupsPerPass * 8;
         for (int which = 0; which < 2; ++which) {
             store_staged_rows(staging, thread_in_wg, which * kGroupsPerPass, (which + 1) * kGroupsPerPass,
                               out.width - col, out.dgu + which * out.width + col, gu_stride,
                               [&](int row) -> int32_t { return row < rows_here ? first_row + row : -1; });
         }
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
     }
 
     // The four lanes that share a row hold disjoint columns: combine them in a fixed order.

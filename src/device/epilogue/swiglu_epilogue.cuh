@@ -10,6 +10,7 @@
 
 #include "common/bf16.hpp"
 #include "common/swiglu.hpp"
+#include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
@@ -31,11 +32,12 @@ inline constexpr int kGroupsPerQuarter = kGroupsPerHalf / 2;
 // values the contract says h is computed from -- storing them to h. Once a quarter is staged its accumulator
 // registers are dead, which keeps the epilogue's register footprint close to the accumulator's.
 __device__ __forceinline__ void swiglu_epilogue(const SwigluOutputs& out, const gemm::Tile& tile,
-                                                const float (&acc)[gemm::kNumAccumulators], int wg, int thread_in_wg,
-                                                uint8_t* staging) {
+                                                const float (&acc)[gemm::kNumAccumulators], int row_half,
+                                                int thread_in_wg, const EpilogueContext& e) {
+    uint8_t* staging = e.staging;
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    const int first_row = tile.row_begin + wg * gemm::WGMMA_M;
-    const int rows_here = tile.num_rows - wg * gemm::WGMMA_M;  // rows of this warpgroup that hold data
+    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;  // rows of this warpgroup that hold data
     const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
 #pragma unroll
     for (int quarter = 0; quarter < 2; ++quarter) {
@@ -43,7 +45,7 @@ __device__ __forceinline__ void swiglu_epilogue(const SwigluOutputs& out, const 
         stage_fragment<kGroupsPerQuarter>(staging, f, 0, [&](int i, int x) { return acc[(q + i) * 4 + x]; });
         stage_fragment<kGroupsPerQuarter>(staging, f, kGroupsPerQuarter,
                                           [&](int i, int x) { return acc[(q + kGroupsPerHalf + i) * 4 + x]; });
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
         const int col = tile.n_idx * (gemm::BLOCK_N / 2) + q * 8;
         constexpr int kItems = gemm::WGMMA_M * kGroupsPerQuarter;
         for (int item = thread_in_wg; item < kItems; item += gemm::kThreadsPerWarpgroup) {
@@ -69,7 +71,7 @@ __device__ __forceinline__ void swiglu_epilogue(const SwigluOutputs& out, const 
             }
             *reinterpret_cast<uint4*>(out.h + r * out.width + chunk_col) = h;
         }
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
     }
 }
 

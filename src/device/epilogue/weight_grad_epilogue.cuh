@@ -76,7 +76,7 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
             // All but the most recent store (the other half's) have read their buffers: this half is free.
             ptx::bulk_wait_group_read<kStagingHalves - 1>();
         }
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
 #pragma unroll
         for (int i = 0; i < kGroupsPerBox; ++i) {
             const int group = box * kGroupsPerBox + i;
@@ -89,7 +89,7 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
         }
         // The values are generic-proxy writes the TMA store (async proxy) reads.
         ptx::fence_proxy_async_shared_cta();
-        staging_barrier(wg);
+        staging_barrier(e.warpgroup);
         if (thread_in_wg == 0) {
             ptx::tma_store_3d(&out.map, first_col + box * kFreshBoxCols, first_row, tile.expert, half);
             ptx::bulk_commit_group();
@@ -211,7 +211,7 @@ __device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& o
         }
         // The sums are generic-proxy writes the TMA store (async proxy) reads.
         ptx::fence_proxy_async_shared_cta();
-        loads_ok = staging_barrier_all(wg, loads_ok);
+        loads_ok = staging_barrier_all(e.warpgroup, loads_ok);
         if (loads_ok && thread_in_wg == 0) {
             ptx::tma_store_3d(&out.map, slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert,
                               half);

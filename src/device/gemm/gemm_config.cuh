@@ -57,6 +57,13 @@ enum class WarpgroupRole : int {
     kConsumer = 1,
 };
 
+// The ping-pong arrangement (pingpong_kernel.cuh): clusters of two CTAs, each holding one 64-row half of every
+// tile, its consumer warpgroups taking tiles in turn.
+inline constexpr int kPingPongClusterSize = 2;
+inline constexpr uint16_t kPingPongClusterMask = (1u << kPingPongClusterSize) - 1;  // multicast to both CTAs
+inline constexpr int kPingPongRows = BLOCK_M / kPingPongClusterSize;                // a CTA's half of a tile
+inline constexpr int kPingPongStageBytesA = kPingPongRows * BLOCK_K * kBf16Bytes;   // (64, BLOCK_K) bf16
+
 // Accumulator registers per consumer thread for an m64 x BLOCK_N tile.
 inline constexpr int kNumAccumulators = WGMMA_M * BLOCK_N / kThreadsPerWarpgroup;
 

@@ -2,6 +2,7 @@
 // here and only here -- the closed list of forms below.
 #include "device/gemm/grouped_gemm.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "device/gemm/forms/dgrad_down_form.cuh"
@@ -9,6 +10,7 @@
 #include "device/gemm/forms/down_form.cuh"
 #include "device/gemm/forms/gate_up_form.cuh"
 #include "device/gemm/forms/weight_grad_forms.cuh"
+#include "device/gemm/pingpong_kernel.cuh"
 #include "host/cuda/cuda_status.hpp"
 #include "host/cuda/kernel_attributes.hpp"
 #include "host/cuda/tensor_map.hpp"
@@ -125,9 +127,109 @@ Status prepare_forms() {
     return Status::ok();
 }
 
+bool pingpong(const LaunchConfig& launch) {
+    return launch.arrangement == Arrangement::kPingPong;
+}
+
+// Rows of an A box: a CTA's half of the tile in the ping-pong arrangement, the whole tile otherwise.
+uint32_t a_box_rows(const LaunchConfig& launch) {
+    return pingpong(launch) ? kPingPongRows : BLOCK_M;
+}
+
+// The cluster launch of a ping-pong kernel on `grid_ctas` CTAs.
+struct ClusterLaunch {
+    cudaLaunchAttribute cluster{};
+    cudaLaunchConfig_t config{};
+
+    ClusterLaunch(int grid_ctas, cudaStream_t stream) {
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = kPingPongClusterSize;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        config.gridDim = dim3(static_cast<unsigned>(grid_ctas));
+        config.blockDim = dim3(kNumThreads);
+        config.dynamicSmemBytes = kPingPongSharedBytes;
+        config.stream = stream;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+    }
+    ClusterLaunch(const ClusterLaunch&) = delete;
+    ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
+// How many clusters of a form's ping-pong kernel fit on the device at once: asked once per device (a host query,
+// kept off the enqueue path of every step) for a grid of every SM.
+template <class Form>
+Status max_pingpong_clusters(int device, int num_sms, int* out) {
+    constexpr int kMaxDevices = 64;
+    static host::PerDeviceOnce state;
+    static int cached[kMaxDevices] = {};
+    MOK_RETURN_IF_ERROR(host::once_per_device(state, [num_sms](int d) -> Status {
+        ClusterLaunch launch(num_sms - num_sms % kPingPongClusterSize, nullptr);
+        return cuda_status(
+            cudaOccupancyMaxActiveClusters(&cached[d], grouped_gemm_pingpong_kernel<Form>, &launch.config),
+            "the ping-pong GEMM's co-resident clusters");
+    }));
+    *out = cached[device];
+    return Status::ok();
+}
+
+// The same for the ping-pong kernels of the M-grouped forms, and their co-resident clusters asked for here, ahead
+// of any step (the first launch may come while a stream is being captured into a graph).
+template <class... Forms>
+Status prepare_pingpong_forms(int device) {
+    MOK_RETURN_IF_ERROR((host::load_kernels<grouped_gemm_pingpong_kernel<Forms>...>("grouped GEMM (ping-pong)")));
+    for (const Status& raised : {host::allow_max_dynamic_shared_memory<grouped_gemm_pingpong_kernel<Forms>>()...}) {
+        MOK_RETURN_IF_ERROR(raised);
+    }
+    int num_sms = 0;
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+    int max_clusters = 0;
+    for (const Status& asked : {max_pingpong_clusters<Forms>(device, num_sms, &max_clusters)...}) {
+        MOK_RETURN_IF_ERROR(asked);
+    }
+    return Status::ok();
+}
+
+// Graphics processing clusters on a Hopper GPU (eight on H100 and H200 SXM): a cluster's CTAs run in one.
+inline constexpr int kMaxGpcs = 8;
+
+// The ping-pong kernel in clusters of two: as many clusters as fit at once on the whole device. With
+// launch.num_sms set below the device's SMs, the other SMs run other kernels at the same time (the layer's copy
+// kernels), which may leave a GPC an odd number of free SMs, one of which no cluster can use: the grid then leaves
+// out one SM per GPC, so that every cluster is resident. A cluster that is not would hold its share of the tiles
+// until a resident one ends (the tiles are dealt out statically), which cost the cluster-pair kernel 18% of the
+// layer's forward (docs/gemm.md).
+template <class Form>
+Status launch_pingpong_form(const typename Form::Params& params, const LaunchConfig& launch) {
+    int device = 0;
+    MOK_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+    int num_sms = 0;
+    MOK_RETURN_IF_ERROR(
+        cuda_status(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+    int max_clusters = 0;
+    MOK_RETURN_IF_ERROR(max_pingpong_clusters<Form>(device, num_sms, &max_clusters));
+    const bool shared_device = launch.num_sms > 0 && launch.num_sms < num_sms;
+    const int usable_sms = shared_device ? launch.num_sms - kMaxGpcs : num_sms;
+    const int clusters = std::max(1, std::min(max_clusters, usable_sms / kPingPongClusterSize));
+    if (launch.wave_counter != nullptr) {
+        MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(launch.wave_counter, 0, sizeof(uint32_t), launch.stream),
+                                        "zeroing the wave counter"));
+    }
+    ClusterLaunch cluster_launch(clusters * kPingPongClusterSize, launch.stream);
+    return cuda_status(cudaLaunchKernelEx(&cluster_launch.config, grouped_gemm_pingpong_kernel<Form>, params),
+                       "launching a ping-pong grouped GEMM");
+}
+
 template <class Form>
 Status launch_form(const typename Form::Params& params, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(load_kernels());
+    if constexpr (!Form::kMaskKTail) {
+        if (pingpong(launch)) {
+            return launch_pingpong_form<Form>(params, launch);
+        }
+    }
     int device = 0;
     MOK_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
     int num_sms = 0;
@@ -147,13 +249,14 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
 Status load_kernels() {
     // Every GEMM launch calls this: after the first call on a device it is one check.
     static host::PerDeviceOnce state;
-    return host::once_per_device(state, [](int) -> Status {
+    return host::once_per_device(state, [](int device) -> Status {
         using epilogue::WeightGradMode;
         MOK_RETURN_IF_ERROR((
             prepare_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm,
                           WeightGradGateUpForm<WeightGradMode::kFresh>,
                           WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
                           WeightGradDownForm<WeightGradMode::kAccumulate>>()));
+        MOK_RETURN_IF_ERROR((prepare_pingpong_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm>(device)));
         return load_row_op_kernels();
     });
 }
@@ -167,7 +270,7 @@ Status gate_up_swiglu(const GateUpArgs& a, const LaunchConfig& launch) {
     GateUpForm::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
-    MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, BLOCK_K, BLOCK_M, &p.x));
+    MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, BLOCK_K, a_box_rows(launch), &p.x));
     MOK_RETURN_IF_ERROR(map_experts(a.w_gate, a.rows.num_experts, a.width, a.hidden, BLOCK_K, BLOCK_N / 2, &p.w_gate));
     MOK_RETURN_IF_ERROR(map_experts(a.w_up, a.rows.num_experts, a.width, a.hidden, BLOCK_K, BLOCK_N / 2, &p.w_up));
     p.out = {a.gu, a.h, a.width};
@@ -180,8 +283,10 @@ Status down_projection(const DownArgs& a, const LaunchConfig& launch) {
     DownForm::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
-    MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, BLOCK_K, BLOCK_M, &p.h));
-    MOK_RETURN_IF_ERROR(map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, BLOCK_K, BLOCK_N, &p.w_down));
+    MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, BLOCK_K, a_box_rows(launch), &p.h));
+    // The ping-pong arrangement loads each half of the B tile from one CTA of the cluster.
+    const uint32_t w_box_rows = pingpong(launch) ? BLOCK_N / kPingPongClusterSize : BLOCK_N;
+    MOK_RETURN_IF_ERROR(map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, BLOCK_K, w_box_rows, &p.w_down));
     p.out = {a.out, a.out_ld, a.row_map, a.hidden};
     p.width = a.width;
     p.publish = a.publish;
@@ -201,7 +306,7 @@ Status dgrad_down(const DgradDownArgs& a, const LaunchConfig& launch) {
     DgradDownForm::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
-    MOK_RETURN_IF_ERROR(map_rows(a.dy, a.rows.capacity_rows, a.hidden, a.hidden, BLOCK_K, BLOCK_M, &p.dy));
+    MOK_RETURN_IF_ERROR(map_rows(a.dy, a.rows.capacity_rows, a.hidden, a.hidden, BLOCK_K, a_box_rows(launch), &p.dy));
     MOK_RETURN_IF_ERROR(
         map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, kMnBoxElements, BLOCK_K, &p.w_down));
     p.out = {a.gu, a.row_weight, a.dgu, a.router_partials, router_partial_tiles(a.width), a.width};
@@ -214,7 +319,7 @@ Status dgrad_gate_up(const DgradGateUpArgs& a, const LaunchConfig& launch) {
     DgradGateUpForm::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
-    MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, BLOCK_K, BLOCK_M, &p.dgu));
+    MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, BLOCK_K, a_box_rows(launch), &p.dgu));
     MOK_RETURN_IF_ERROR(
         map_experts(a.w_gate, a.rows.num_experts, a.width, a.hidden, kMnBoxElements, BLOCK_K, &p.w_gate));
     MOK_RETURN_IF_ERROR(map_experts(a.w_up, a.rows.num_experts, a.width, a.hidden, kMnBoxElements, BLOCK_K, &p.w_up));

@@ -21,6 +21,14 @@
 
 namespace mok::gemm {
 
+// How a launch of an M-grouped form (gate/up, down, and their dgrads) shares work out (docs/gemm.md, "Next:
+// overlapping the epilogue"). The results are the same bits either way; the weight gradients always run
+// cooperatively.
+enum class Arrangement : int {
+    kCooperative = 0,  // both consumer warpgroups of a CTA on one 128 x 256 tile
+    kPingPong = 1,     // clusters of two CTAs, one row half each; a CTA's warpgroups take tiles in turn
+};
+
 struct LaunchConfig {
     cudaStream_t stream = nullptr;
     int num_sms = 0;                 // CTAs of the persistent grid; 0 = every SM of the device
@@ -31,6 +39,7 @@ struct LaunchConfig {
     // waves so that CTAs sharing a weight tile read it from L2 (docs/gemm.md, "Waves"); nullptr leaves them
     // unaligned. Changes no result. Launches that may run at the same time need words of their own.
     uint32_t* wave_counter = nullptr;
+    Arrangement arrangement = Arrangement::kCooperative;
 };
 
 struct GroupedRowSpace {

@@ -10,7 +10,7 @@
 //   static constexpr bool kGatedRows;                             A is rows that may still be arriving (RowGroups)
 //   static void prefetch(const Params&);                          tensor-map prefetch, one thread
 //   static void load(const Params&, const Tile&, int k_block, uint8_t* a, uint8_t* b, uint64_t* full_barrier);
-//   static void epilogue(const Params&, const Tile&, float (&acc)[kNumAccumulators], int wg, int thread_in_wg,
+//   static void epilogue(const Params&, const Tile&, float (&acc)[kNumAccumulators], int row_half, int thread_in_wg,
 //                        const epilogue::EpilogueContext&);
 // and, optionally (the weight gradients' accumulate mode, which loads main_grad while the K loop runs):
 //   static void begin_tile(const Params&, const Tile&, int wg, int thread_in_wg, const EpilogueContext&);
@@ -47,6 +47,18 @@ using Pipeline = pipeline::TmaPipeline<kStages, kNumConsumerWarps>;
 // A consumer's wait budget, in units of the launch's timeout (see grouped_gemm_kernel).
 inline constexpr uint64_t kConsumerWaitBudgets = 2;
 
+// The wait contexts of the kernel's roles. The consumers wait on the producer, which may itself wait on rows still
+// arriving (wait_rows_ready): their waits get twice the budget, so that a timeout names the upstream wait that
+// caused it, not the pipeline.
+struct RoleWaits {
+    device::WaitContext producer;
+    device::WaitContext consumer;
+
+    __device__ static RoleWaits of(const KernelCommon& c) {
+        return {{c.status, c.rank, c.timeout_ns}, {c.status, c.rank, kConsumerWaitBudgets * c.timeout_ns}};
+    }
+};
+
 // Shared memory of one CTA. Operand tiles are 1024-byte aligned: the 128-byte swizzle pattern is a function
 // of address bits 4-9, which TMA and wgmma must see identically.
 struct alignas(1024) GemmSharedStorage {
@@ -76,12 +88,13 @@ __device__ __forceinline__ bool wait_rows_ready(const RowGroups& groups, const T
            comm::wait_ring_tile(wait_ctx, groups.tile_ready, tile.m_idx, *groups.ready_sequence);
 }
 
-template <class Form>
-__device__ void run_producer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
-                             const device::WaitContext& wait_ctx) {
-    auto scheduler = Form::make_scheduler(params);
-    WaveSync waves(params.common.wave_counter, scheduler.num_tiles());
-    Pipeline::State state;
+// The producer thread's loop, shared by both arrangements: every tile the scheduler hands out, paced by `waves`,
+// gated on its rows where the form's A may still be arriving; per K block a free stage, the bytes it will
+// receive, and load(tile, k_block, stage_index, full_barrier) to fill it.
+template <class Form, class Scheduler, class Pipe, class LoadFn>
+__device__ void produce_tiles(const typename Form::Params& params, Scheduler& scheduler, WaveSync& waves, Pipe& pipe,
+                              const device::WaitContext& wait_ctx, uint32_t stage_bytes, LoadFn&& load) {
+    typename Pipe::State state;
     int32_t wave = 0;
     for (Tile tile; scheduler.next(tile); ++wave) {
         waves.start_tile(wave);
@@ -94,11 +107,22 @@ __device__ void run_producer(const typename Form::Params& params, GemmSharedStor
             if (!pipe.producer_acquire(wait_ctx, state)) {
                 return;
             }
-            uint64_t* full = pipe.producer_expect(state, kStageBytesA + kStageBytesB);
-            Form::load(params, tile, k_block, smem.a[state.index], smem.b[state.index], full);
+            uint64_t* full = pipe.producer_expect(state, stage_bytes);
+            load(tile, k_block, state.index, full);
             state.advance();
         }
     }
+}
+
+template <class Form>
+__device__ void run_producer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
+                             const device::WaitContext& wait_ctx) {
+    auto scheduler = Form::make_scheduler(params);
+    WaveSync waves(params.common.wave_counter, scheduler.num_tiles());
+    produce_tiles<Form>(params, scheduler, waves, pipe, wait_ctx, kStageBytesA + kStageBytesB,
+                        [&](const Tile& tile, int k_block, uint32_t stage, uint64_t* full) {
+                            Form::load(params, tile, k_block, smem.a[stage], smem.b[stage], full);
+                        });
 }
 
 // Zeroes K rows [first_row, BLOCK_K) of the stage: the rows past the end of the expert's segment that a
@@ -125,13 +149,13 @@ __device__ __forceinline__ void mask_k_tail(uint8_t* stage_a, uint8_t* stage_b, 
                             kNumConsumerWarpgroups * kThreadsPerWarpgroup);
 }
 
-// One K block: four m64nBLOCK_Nk16 wgmma over the stage's BLOCK_K = 64.
+// One K block: four m64nBLOCK_Nk16 wgmma over the stage's BLOCK_K = 64, on the stage's 64-row A block `a_block`.
 template <class Form>
-__device__ __forceinline__ void mma_stage(const uint8_t* stage_a, const uint8_t* stage_b, int wg,
+__device__ __forceinline__ void mma_stage(const uint8_t* stage_a, const uint8_t* stage_b, int a_block,
                                           float (&acc)[kNumAccumulators], bool accumulate) {
 #pragma unroll
     for (int k_step = 0; k_step < BLOCK_K / WGMMA_K; ++k_step) {
-        const uint64_t desc_a = a_descriptor<Form::kMajorA>(stage_a, wg, k_step);
+        const uint64_t desc_a = a_descriptor<Form::kMajorA>(stage_a, a_block, k_step);
         const uint64_t desc_b = b_descriptor<Form::kMajorB>(stage_b, k_step);
         ptx::WgmmaBf16<BLOCK_N>::template mma<static_cast<int>(Form::kMajorA), static_cast<int>(Form::kMajorB)>(
             desc_a, desc_b, acc, accumulate || k_step > 0);
@@ -141,11 +165,13 @@ __device__ __forceinline__ void mma_stage(const uint8_t* stage_a, const uint8_t*
 // The K loop of one tile into `acc`. wgmma of block k runs while block k+1's barrier is awaited; a stage is
 // handed back only once the wgmma that read it has completed (wait_group<1> after the next block's commit).
 // The accumulator is touched only by wgmma here -- no reads, no zeroing -- so the compiler keeps it in place
-// and injects no extra waits (a tile with no K blocks is the epilogue's business).
-template <class Form>
-__device__ __forceinline__ bool run_mainloop(const Tile& tile, GemmSharedStorage& smem, Pipeline& pipe,
-                                             Pipeline::State& state, const device::WaitContext& wait_ctx, int wg,
-                                             int thread_in_wg, float (&acc)[kNumAccumulators]) {
+// and injects no extra waits (a tile with no K blocks is the epilogue's business). Shared by both arrangements:
+// `Storage` has the stage arrays a and b, `Pipe` the wait and release of a stage; the warpgroup reads A block
+// `a_block` of each stage (its own 64 rows; the ping-pong arrangement's stages hold one block).
+template <class Form, class Storage, class Pipe>
+__device__ __forceinline__ bool run_mainloop(const Tile& tile, Storage& smem, Pipe& pipe, typename Pipe::State& state,
+                                             const device::WaitContext& wait_ctx, int a_block, int wg, int thread_in_wg,
+                                             float (&acc)[kNumAccumulators]) {
     const uint32_t lane = threadIdx.x % 32;
     uint32_t previous_stage = 0;
     for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
@@ -159,7 +185,7 @@ __device__ __forceinline__ bool run_mainloop(const Tile& tile, GemmSharedStorage
             }
         }
         ptx::wgmma_fence();
-        mma_stage<Form>(smem.a[state.index], smem.b[state.index], wg, acc, k_block > 0);
+        mma_stage<Form>(smem.a[state.index], smem.b[state.index], a_block, acc, k_block > 0);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<1>();
         if (k_block > 0) {
@@ -195,7 +221,7 @@ template <class Form>
 __device__ void run_consumer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
                              const device::WaitContext& wait_ctx, int wg) {
     const int thread_in_wg = static_cast<int>(threadIdx.x) % kThreadsPerWarpgroup;
-    const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], smem.epilogue_loaded[wg], &wait_ctx};
+    const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], smem.epilogue_loaded[wg], &wait_ctx, wg, false};
     auto scheduler = Form::make_scheduler(params);
     Pipeline::State state;
     for (Tile tile; scheduler.next(tile);) {
@@ -203,7 +229,7 @@ __device__ void run_consumer(const typename Form::Params& params, GemmSharedStor
             Form::begin_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
         }
         float acc[kNumAccumulators];
-        if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, thread_in_wg, acc)) {
+        if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, wg, thread_in_wg, acc)) {
             if constexpr (HasTileBegin<Form>) {
                 Form::abandon_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
             }
@@ -232,20 +258,16 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         Form::prefetch(params);
     }
     __syncthreads();
-    const device::WaitContext wait_ctx{params.common.status, params.common.rank, params.common.timeout_ns};
-    // The consumers wait on the producer, which may itself wait on rows still arriving (wait_rows_ready): their
-    // waits get twice the budget, so that a timeout names the upstream wait that caused it, not the pipeline.
-    const device::WaitContext consumer_wait_ctx{params.common.status, params.common.rank,
-                                                kConsumerWaitBudgets * params.common.timeout_ns};
+    const RoleWaits waits = RoleWaits::of(params.common);
     const int warpgroup = static_cast<int>(threadIdx.x) / kThreadsPerWarpgroup;
     if (warpgroup == static_cast<int>(WarpgroupRole::kProducer)) {
         ptx::warpgroup_release_registers<kProducerRegisters>();
         if (threadIdx.x == 0) {
-            run_producer<Form>(params, smem, pipe, wait_ctx);
+            run_producer<Form>(params, smem, pipe, waits.producer);
         }
     } else {
         ptx::warpgroup_claim_registers<kConsumerRegisters>();
-        run_consumer<Form>(params, smem, pipe, consumer_wait_ctx, warpgroup - 1);
+        run_consumer<Form>(params, smem, pipe, waits.consumer, warpgroup - 1);
     }
 }
 

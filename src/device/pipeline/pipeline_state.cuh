@@ -17,6 +17,13 @@ struct PipelineState {
             phase ^= 1;
         }
     }
+
+    // Moves `n` stages on: over K blocks that another warpgroup consumes (the ping-pong arrangement).
+    __device__ __forceinline__ void advance_by(uint32_t n) {
+        const uint32_t total = index + n;
+        index = total % kStages;
+        phase ^= (total / kStages) & 1u;
+    }
 };
 
 }  // namespace mok::pipeline

@@ -27,6 +27,22 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const void* tensor_map, 
     cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar);
 }
 
+// The same loads, multicast: the box lands at `smem`'s offset in the shared memory of every cluster CTA whose bit
+// is set in `cta_mask`, and its bytes count toward the barrier at `bar`'s offset in each of those CTAs.
+__device__ __forceinline__ void tma_load_2d_multicast(void* smem, const void* tensor_map, int32_t c0, int32_t c1,
+                                                      uint64_t* bar, uint16_t cta_mask) {
+    const int32_t coords[2] = {c0, c1};
+    cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar,
+                                    cta_mask);
+}
+
+__device__ __forceinline__ void tma_load_3d_multicast(void* smem, const void* tensor_map, int32_t c0, int32_t c1,
+                                                      int32_t c2, uint64_t* bar, uint16_t cta_mask) {
+    const int32_t coords[3] = {c0, c1, c2};
+    cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar,
+                                    cta_mask);
+}
+
 // Stores `smem` to the 3-D box at (c0 innermost, c1, c2); elements outside the tensor are not written. The
 // store joins this thread's current bulk async-group; the buffer may be rewritten once bulk_wait_group_read
 // says the group has read it. The writers of `smem` ran fence_proxy_async_shared_cta before the barrier that

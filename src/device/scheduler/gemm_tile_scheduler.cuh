@@ -23,6 +23,19 @@ struct Tile {
     int32_t num_k_blocks;  // BLOCK_K blocks of the K loop
 };
 
+// Which tiles one copy of a scheduler hands out: first, first + stride, first + 2 stride, ... A CTA's own in the
+// cooperative arrangement; in the ping-pong one both CTAs of a cluster walk their cluster's (each computing one
+// row half of every tile).
+struct TileSlots {
+    int32_t first;
+    int32_t stride;
+
+    __device__ static TileSlots of_cta() { return {static_cast<int32_t>(blockIdx.x), static_cast<int32_t>(gridDim.x)}; }
+    __device__ static TileSlots of_cluster(int32_t cluster_size) {
+        return {static_cast<int32_t>(blockIdx.x) / cluster_size, static_cast<int32_t>(gridDim.x) / cluster_size};
+    }
+};
+
 // M-grouped forms (gate/up, down, dgrad): tiles over (row tile, N tile). Row tiles are walked in bands of
 // kBandTiles, row tiles fastest within a band, so that the CTAs running at one time share both their A row
 // tiles (across N) and their B weight tiles (across the band) in L2.
@@ -30,12 +43,14 @@ class GroupedRowScheduler {
   public:
     static constexpr int32_t kBandTiles = 16;
 
-    __device__ GroupedRowScheduler(const RowGroups& groups, int32_t n_extent, int32_t num_k_blocks)
+    __device__ GroupedRowScheduler(const RowGroups& groups, int32_t n_extent, int32_t num_k_blocks,
+                                   TileSlots slots = TileSlots::of_cta())
         : groups_(groups),
           num_m_tiles_(*groups.num_padded_rows / BLOCK_M),
           num_n_tiles_((n_extent + BLOCK_N - 1) / BLOCK_N),
           num_k_blocks_(num_k_blocks),
-          next_(static_cast<int32_t>(blockIdx.x)) {}
+          next_(slots.first),
+          stride_(slots.stride) {}
 
     __device__ int32_t num_n_tiles() const { return num_n_tiles_; }
     __device__ int32_t num_tiles() const { return num_m_tiles_ * num_n_tiles_; }
@@ -56,7 +71,7 @@ class GroupedRowScheduler {
         const int32_t segment_end = groups_.segment_begin[tile.expert] + groups_.segment_rows[tile.expert];
         tile.num_rows = min(BLOCK_M, segment_end - tile.row_begin);
         tile.num_k_blocks = num_k_blocks_;
-        next_ += static_cast<int32_t>(gridDim.x);
+        next_ += stride_;
         return true;
     }
 
@@ -66,6 +81,7 @@ class GroupedRowScheduler {
     int32_t num_n_tiles_;
     int32_t num_k_blocks_;
     int32_t next_;
+    int32_t stride_;
 };
 
 // Weight-gradient forms: dW_e = A_e^T B_e with K running over expert e's rows. Tiles over (expert, output-row

@@ -28,9 +28,13 @@ class WaveSync {
     // the spread of one wave's tile times, far below a tile of the shortest K loop times the waves of a launch.
     static constexpr uint64_t kBudgetNs = 100'000;
 
-    // `counter`: a device word zeroed before the launch, or nullptr (no alignment); `num_tiles`: the launch's.
-    __device__ WaveSync(uint32_t* counter, int32_t num_tiles)
-        : counter_(counter), num_tiles_(static_cast<uint32_t>(num_tiles)), active_(counter != nullptr) {}
+    // `counter`: a device word zeroed before the launch, or nullptr (no alignment); `num_tiles`: the launch's;
+    // `num_slots`: the tiles of one wave, one per CTA (or per cluster, counted by one CTA of each).
+    __device__ WaveSync(uint32_t* counter, int32_t num_tiles, int32_t num_slots = static_cast<int32_t>(gridDim.x))
+        : counter_(counter),
+          num_tiles_(static_cast<uint32_t>(num_tiles)),
+          num_slots_(static_cast<uint32_t>(num_slots)),
+          active_(counter != nullptr) {}
 
     // Called by the producer thread before the first load of its tile of wave `wave`.
     __device__ void start_tile(int32_t wave) {
@@ -42,7 +46,7 @@ class WaveSync {
             return;  // the launch itself starts wave 0 together
         }
         // Every tile of waves 0 .. wave has started once the count reaches this (the last wave may be partial).
-        const uint32_t started = min(static_cast<uint32_t>(wave + 1) * gridDim.x, num_tiles_);
+        const uint32_t started = min(static_cast<uint32_t>(wave + 1) * num_slots_, num_tiles_);
         const uint64_t deadline = ptx::global_timer_ns() + kBudgetNs;
         while (ptx::ld_relaxed_gpu(counter_) < started) {
             if (ptx::global_timer_ns() > deadline) {
@@ -55,6 +59,7 @@ class WaveSync {
   private:
     uint32_t* counter_;
     uint32_t num_tiles_;
+    uint32_t num_slots_;
     bool active_;
 };
 

@@ -61,7 +61,7 @@ Status routed_dgrad_down(const RankGemms& g, const RankInputs& in) {
     return timed(g, "dgrad_down",
                  gemm::dgrad_down({g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu, s.partials,
                                    g.hidden, g.width},
-                                  g.launch));
+                                  g.dgrad_down_launch()));
 }
 
 Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
@@ -106,7 +106,7 @@ Status shared_backward_dgrads(const RankGemms& g, const RankInputs& in) {
             timed(g, "shared_dgrad_down",
                   gemm::dgrad_down({g.shared, s.dense_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight,
                                     s.shared_dgu[e], s.shared_partials, g.hidden, width},
-                                   g.launch)));
+                                   g.dgrad_down_launch())));
         MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
                                   gemm::dgrad_gate_up({g.shared, s.shared_dgu[e], bf16(w.gate), bf16(w.up),
                                                        s.shared_out[e], g.hidden, nullptr, g.hidden, width},

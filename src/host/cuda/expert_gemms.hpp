@@ -26,6 +26,15 @@ struct RankGemms {
     const float* shared_row_weight = nullptr;  // [T_pad] ones
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
     gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
+    // The dgrad_down launches' arrangement (Config::gemm_pingpong); every other GEMM runs cooperatively.
+    gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
+
+    // `launch` with the dgrad_down launches' arrangement.
+    gemm::LaunchConfig dgrad_down_launch() const {
+        gemm::LaunchConfig l = launch;
+        l.arrangement = dgrad_down_arrangement;
+        return l;
+    }
 };
 
 // gate/up + SwiGLU of the routed experts into the context. After the row gate; after the dispatch too, unless

@@ -44,14 +44,14 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
     DeviceBuffer<float> d_partials(static_cast<size_t>(rows.capacity_rows) * num_tiles);
     DeviceBuffer<float> d_dw(rows.capacity_rows);
     DeviceStatusRecord status;
-    auto run = [&](int num_sms) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
         d_dgu.fill_bytes(kPoisonByte);
         d_partials.fill_bytes(kPoisonByte);
         d_dw.fill_bytes(kPoisonByte);
         gemm::DgradDownArgs args{d_rows.view(),        as_device_bf16(d_dy), as_device_bf16(d_w),
                                  as_device_bf16(d_gu), d_weight.get(),       as_device_bf16(d_dgu),
                                  d_partials.get(),     shape.hidden,         shape.width};
-        Status s = gemm::dgrad_down(args, launch_with(status.get(), num_sms));
+        Status s = gemm::dgrad_down(args, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         s = gemm::reduce_router_partials(d_rows.view(), d_partials.get(), num_tiles, d_dw.get(), nullptr);
         ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -124,6 +124,10 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
     }
     run(3);
     EXPECT_EQ(d_dgu.download(), dgu);
+    for (int num_sms : kPingPongSmCounts) {
+        run(num_sms, gemm::Arrangement::kPingPong);
+        EXPECT_EQ(d_dgu.download(), dgu) << "ping-pong on " << num_sms << " SMs";
+    }
     const std::vector<float> dw_again = d_dw.download();
     EXPECT_EQ(0, std::memcmp(dw_again.data(), dw.data(), dw.size() * sizeof(float)));
 }
@@ -154,7 +158,7 @@ void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     DeviceBuffer<Bf16> d_dgu(dgu), d_gate(w_gate), d_up(w_up);
     DeviceBuffer<Bf16> d_out(static_cast<size_t>(rows.capacity_rows) * H);
     DeviceStatusRecord status;
-    auto run = [&](int num_sms) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
         d_out.fill_bytes(kPoisonByte);
         gemm::DgradGateUpArgs args{d_rows.view(),
                                    as_device_bf16(d_dgu),
@@ -165,7 +169,7 @@ void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
                                    nullptr,
                                    shape.hidden,
                                    shape.width};
-        const Status s = gemm::dgrad_gate_up(args, launch_with(status.get(), num_sms));
+        const Status s = gemm::dgrad_gate_up(args, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
         ASSERT_EQ(status.read().code, 0);
@@ -199,6 +203,10 @@ void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     }
     run(11);
     EXPECT_EQ(d_out.download(), out);
+    for (int num_sms : kPingPongSmCounts) {
+        run(num_sms, gemm::Arrangement::kPingPong);
+        EXPECT_EQ(d_out.download(), out) << "ping-pong on " << num_sms << " SMs";
+    }
 }
 
 TEST(GroupedGemmBackward, DgradGateUpOneAccumulator) {

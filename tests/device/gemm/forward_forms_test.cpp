@@ -36,12 +36,12 @@ void check_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     DeviceBuffer<Bf16> d_h(static_cast<size_t>(rows.capacity_rows) * I);
     DeviceStatusRecord status;
 
-    auto run = [&](int num_sms) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
         d_gu.fill_bytes(kPoisonByte);
         d_h.fill_bytes(kPoisonByte);
         gemm::GateUpArgs args{d_rows.view(),        as_device_bf16(d_x), as_device_bf16(d_gate), as_device_bf16(d_up),
                               as_device_bf16(d_gu), as_device_bf16(d_h), shape.hidden,           shape.width};
-        const Status s = gemm::gate_up_swiglu(args, launch_with(status.get(), num_sms));
+        const Status s = gemm::gate_up_swiglu(args, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
         ASSERT_EQ(status.read().code, 0);
@@ -96,6 +96,12 @@ void check_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     run(7);
     EXPECT_EQ(d_gu.download(), gu);
     EXPECT_EQ(d_h.download(), h);
+    // So does the ping-pong arrangement, poison included: it writes nothing the cooperative kernel leaves alone.
+    for (int num_sms : kPingPongSmCounts) {
+        run(num_sms, gemm::Arrangement::kPingPong);
+        EXPECT_EQ(d_gu.download(), gu) << "ping-pong on " << num_sms << " SMs";
+        EXPECT_EQ(d_h.download(), h) << "ping-pong on " << num_sms << " SMs";
+    }
 }
 
 TEST(GroupedGemmForward, GateUpSwiglu) {
@@ -144,7 +150,7 @@ void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t se
     DeviceBuffer<int32_t> d_map(row_map);
     DeviceBuffer<Bf16> d_out(static_cast<size_t>(num_out_rows) * out_ld);
     DeviceStatusRecord status;
-    auto run = [&](int num_sms) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
         d_out.fill_bytes(kPoisonByte);
         gemm::DownArgs args{d_rows.view(),
                             as_device_bf16(d_h),
@@ -154,7 +160,7 @@ void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t se
                             scatter ? d_map.get() : nullptr,
                             shape.hidden,
                             shape.width};
-        const Status s = gemm::down_projection(args, launch_with(status.get(), num_sms));
+        const Status s = gemm::down_projection(args, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
         ASSERT_EQ(status.read().code, 0);
@@ -196,6 +202,10 @@ void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t se
     }
     run(5);
     EXPECT_EQ(d_out.download(), out);
+    for (int num_sms : kPingPongSmCounts) {
+        run(num_sms, gemm::Arrangement::kPingPong);
+        EXPECT_EQ(d_out.download(), out) << "ping-pong on " << num_sms << " SMs";
+    }
 }
 
 TEST(GroupedGemmForward, DownInPlace) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "device/gemm/gemm_config.cuh"
 #include "device/gemm/gemm_test_support.hpp"
 #include "device/ptx/atomics.cuh"
 #include "device/ptx/timer.cuh"
@@ -62,7 +63,8 @@ class GatedRows : public ::testing::Test {
 
     // Runs gate/up; with `ready`, gated on those flags while `publish` (if any) runs on a second stream.
     Outputs run(const DeviceRowSpace& d_rows, const DeviceBuffer<uint64_t>* ready, const std::vector<int32_t>* order,
-                DeviceStatusRecord& status, uint64_t timeout_ns) {
+                DeviceStatusRecord& status, uint64_t timeout_ns,
+                gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
         DeviceBuffer<Bf16> d_x(x_), d_gate(gate_), d_up(up_);
         DeviceBuffer<Bf16> d_gu(static_cast<size_t>(rows_.capacity_rows) * 2 * kWidth);
         DeviceBuffer<Bf16> d_h(static_cast<size_t>(rows_.capacity_rows) * kWidth);
@@ -84,7 +86,7 @@ class GatedRows : public ::testing::Test {
         cudaStream_t publish_stream = nullptr;
         EXPECT_EQ(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking), cudaSuccess);
         EXPECT_EQ(cudaStreamCreateWithFlags(&publish_stream, cudaStreamNonBlocking), cudaSuccess);
-        gemm::LaunchConfig launch = launch_with(status.get(), num_sms - kPublisherSms);
+        gemm::LaunchConfig launch = launch_with(status.get(), num_sms - kPublisherSms, arrangement);
         launch.stream = gemm_stream;
         launch.timeout_ns = timeout_ns;
         const gemm::GateUpArgs args{space,
@@ -108,6 +110,57 @@ class GatedRows : public ::testing::Test {
         return {d_gu.download(), d_h.download()};
     }
 
+    // The down projection's hand-off to the push (gemm::RowTilePublish): every used row tile ends published with
+    // this step's number after all of its parts were stored (its N tiles; in the ping-pong arrangement each N tile's
+    // two row halves), tiles past the used rows stay untouched, and the outputs are the bits of a run that publishes
+    // nothing.
+    void check_publication(gemm::Arrangement arrangement) {
+        SCOPED_TRACE(arrangement == gemm::Arrangement::kPingPong ? "ping-pong" : "cooperative");
+        const DeviceRowSpace d_rows(rows_);
+        std::mt19937_64 rng(kSeed + 1);
+        constexpr int32_t kOutCols = 600;  // H: three N tiles, the last one partial
+        const std::vector<Bf16> h = random_rows(rows_, kWidth, Values::kRandom, kWidth, rng);
+        const std::vector<Bf16> w_down =
+            random_bf16(static_cast<int64_t>(rows_.num_experts()) * kOutCols * kWidth, Values::kRandom, kWidth, rng);
+        DeviceBuffer<Bf16> d_h(h), d_w(w_down);
+        DeviceStatusRecord status;
+        auto run = [&](const gemm::RowTilePublish& publish) {
+            DeviceBuffer<Bf16> out(static_cast<size_t>(rows_.capacity_rows) * kOutCols);
+            out.fill_bytes(kPoisonByte);
+            const gemm::DownArgs args{d_rows.view(),
+                                      as_device_bf16(d_h),
+                                      as_device_bf16(d_w),
+                                      as_device_bf16(out),
+                                      kOutCols,
+                                      nullptr,
+                                      kOutCols,
+                                      kWidth,
+                                      publish};
+            const Status s = gemm::down_projection(args, launch_with(status.get(), 0, arrangement));
+            EXPECT_TRUE(s.is_ok()) << s.to_string();
+            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            return out.download();
+        };
+        const std::vector<Bf16> want = run({});
+        // Counts start as garbage (the launch zeroes them); flags start at an earlier step's number.
+        DeviceBuffer<uint32_t> counts(std::vector<uint32_t>(static_cast<size_t>(num_tiles_), 0xdeadbeefu));
+        DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
+        DeviceBuffer<uint64_t> sequence(std::vector<uint64_t>{kSequence});
+        const std::vector<Bf16> got = run({counts.get(), ready.get(), sequence.get()});
+        ASSERT_EQ(status.read().code, 0);
+        EXPECT_EQ(got, want);
+        const std::vector<uint64_t> flags = ready.download();
+        const std::vector<uint32_t> stored = counts.download();
+        constexpr uint32_t kNTiles = (kOutCols + 255) / 256;
+        const uint32_t parts =
+            arrangement == gemm::Arrangement::kPingPong ? kNTiles * gemm::kPingPongClusterSize : kNTiles;
+        for (int32_t t = 0; t < num_tiles_; ++t) {
+            const bool used = t < rows_.padded_rows / 128;
+            EXPECT_EQ(flags[t], used ? kSequence : kSequence - 1) << "row tile " << t;
+            EXPECT_EQ(stored[t], used ? parts : 0u) << "row tile " << t;
+        }
+    }
+
     static constexpr uint64_t kSeed = 0x6a7ed5ull;
     static constexpr int32_t kHidden = 384;
     static constexpr int32_t kWidth = 264;
@@ -126,14 +179,17 @@ TEST_F(GatedRows, TilesPublishedInAnyOrderGiveTheUngatedBits) {
     std::iota(reversed.rbegin(), reversed.rend(), 0);
     std::vector<int32_t> shuffled = reversed;
     std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(kSeed));
-    for (const std::vector<int32_t>* order : {&reversed, &shuffled}) {
-        // Flags of an earlier step must not count: the tiles start one number short.
-        DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
-        status.reset();
-        const Outputs got = run(d_rows, &ready, order, status, gemm::LaunchConfig{}.timeout_ns);
-        EXPECT_EQ(status.read().code, 0);
-        EXPECT_EQ(got.gu, want.gu);
-        EXPECT_EQ(got.h, want.h);
+    for (gemm::Arrangement arrangement : {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong}) {
+        for (const std::vector<int32_t>* order : {&reversed, &shuffled}) {
+            SCOPED_TRACE(arrangement == gemm::Arrangement::kPingPong ? "ping-pong" : "cooperative");
+            // Flags of an earlier step must not count: the tiles start one number short.
+            DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
+            status.reset();
+            const Outputs got = run(d_rows, &ready, order, status, gemm::LaunchConfig{}.timeout_ns, arrangement);
+            EXPECT_EQ(status.read().code, 0);
+            EXPECT_EQ(got.gu, want.gu);
+            EXPECT_EQ(got.h, want.h);
+        }
     }
 }
 
@@ -141,60 +197,23 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
     const DeviceRowSpace d_rows(rows_);
     DeviceStatusRecord status;
     DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
-    constexpr uint64_t kTimeoutNs = 50'000'000;  // 50 ms: the test waits for it once
-    run(d_rows, &ready, nullptr, status, kTimeoutNs);
-    const DeviceStatus record = status.read();
-    EXPECT_EQ(record.code, static_cast<int32_t>(DeviceErrorCode::kTimeout));
-    EXPECT_EQ(record.site, static_cast<int32_t>(WaitSite::kRowsReady));
-    EXPECT_EQ(record.expected, static_cast<int64_t>(kSequence));
-    EXPECT_EQ(record.observed, static_cast<int64_t>(kSequence - 1));
+    constexpr uint64_t kTimeoutNs = 50'000'000;  // 50 ms: the test waits for it once per arrangement
+    // The ping-pong arrangement's cluster barriers and cross-CTA stage releases must end the launch too.
+    for (gemm::Arrangement arrangement : {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong}) {
+        SCOPED_TRACE(arrangement == gemm::Arrangement::kPingPong ? "ping-pong" : "cooperative");
+        status.reset();
+        run(d_rows, &ready, nullptr, status, kTimeoutNs, arrangement);
+        const DeviceStatus record = status.read();
+        EXPECT_EQ(record.code, static_cast<int32_t>(DeviceErrorCode::kTimeout));
+        EXPECT_EQ(record.site, static_cast<int32_t>(WaitSite::kRowsReady));
+        EXPECT_EQ(record.expected, static_cast<int64_t>(kSequence));
+        EXPECT_EQ(record.observed, static_cast<int64_t>(kSequence - 1));
+    }
 }
 
-// The down projection's hand-off to the push (gemm::RowTilePublish): every used row tile ends published with
-// this step's number after all of its N tiles were stored, tiles past the used rows stay untouched, and the
-// outputs are the bits of a run that publishes nothing.
 TEST_F(GatedRows, DownProjectionPublishesEveryRowTileOnceStored) {
-    const DeviceRowSpace d_rows(rows_);
-    std::mt19937_64 rng(kSeed + 1);
-    constexpr int32_t kOutCols = 600;  // H: three N tiles, the last one partial
-    const std::vector<Bf16> h = random_rows(rows_, kWidth, Values::kRandom, kWidth, rng);
-    const std::vector<Bf16> w_down =
-        random_bf16(static_cast<int64_t>(rows_.num_experts()) * kOutCols * kWidth, Values::kRandom, kWidth, rng);
-    DeviceBuffer<Bf16> d_h(h), d_w(w_down);
-    DeviceStatusRecord status;
-    auto run = [&](const gemm::RowTilePublish& publish) {
-        DeviceBuffer<Bf16> out(static_cast<size_t>(rows_.capacity_rows) * kOutCols);
-        out.fill_bytes(kPoisonByte);
-        const gemm::DownArgs args{d_rows.view(),
-                                  as_device_bf16(d_h),
-                                  as_device_bf16(d_w),
-                                  as_device_bf16(out),
-                                  kOutCols,
-                                  nullptr,
-                                  kOutCols,
-                                  kWidth,
-                                  publish};
-        const Status s = gemm::down_projection(args, launch_with(status.get(), 0));
-        EXPECT_TRUE(s.is_ok()) << s.to_string();
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        return out.download();
-    };
-    const std::vector<Bf16> want = run({});
-    // Counts start as garbage (the launch zeroes them); flags start at an earlier step's number.
-    DeviceBuffer<uint32_t> counts(std::vector<uint32_t>(static_cast<size_t>(num_tiles_), 0xdeadbeefu));
-    DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
-    DeviceBuffer<uint64_t> sequence(std::vector<uint64_t>{kSequence});
-    const std::vector<Bf16> got = run({counts.get(), ready.get(), sequence.get()});
-    ASSERT_EQ(status.read().code, 0);
-    EXPECT_EQ(got, want);
-    const std::vector<uint64_t> flags = ready.download();
-    const std::vector<uint32_t> stored = counts.download();
-    constexpr uint32_t kNTiles = (kOutCols + 255) / 256;
-    for (int32_t t = 0; t < num_tiles_; ++t) {
-        const bool used = t < rows_.padded_rows / 128;
-        EXPECT_EQ(flags[t], used ? kSequence : kSequence - 1) << "row tile " << t;
-        EXPECT_EQ(stored[t], used ? kNTiles : 0u) << "row tile " << t;
-    }
+    check_publication(gemm::Arrangement::kCooperative);
+    check_publication(gemm::Arrangement::kPingPong);
 }
 
 }  // namespace

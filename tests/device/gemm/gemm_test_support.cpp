@@ -217,7 +217,7 @@ std::string describe(const GemmShape& shape, Values values) {
            (values == Values::kExact ? " exact" : " random");
 }
 
-gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
+gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms, gemm::Arrangement arrangement) {
     // One word for the whole test program: its launches run one after another on the default stream.
     static uint32_t* const wave_counter = [] {
         void* word = nullptr;
@@ -231,6 +231,7 @@ gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms) {
     launch.status = status;
     launch.num_sms = num_sms;
     launch.wave_counter = num_sms == 0 ? wave_counter : nullptr;
+    launch.arrangement = arrangement;
     return launch;
 }
 

@@ -112,7 +112,14 @@ std::string describe(const GemmShape& shape, Values values);
 
 // A launch on `num_sms` SMs (0: all) reporting to `status`. On all SMs it aligns its waves (a wave counter, as
 // the layer's launches do); on a given number it does not, so every "any grid gives the same bits" check also
-// compares wave alignment on and off.
-gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms);
+// compares wave alignment on and off. `arrangement` picks the M-grouped forms' kernel: the tests run both and
+// compare their bits.
+gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms,
+                               gemm::Arrangement arrangement = gemm::Arrangement::kCooperative);
+
+// The ping-pong launches each check makes after the cooperative ones, on all SMs and on a few. A launch on fewer
+// SMs than the device has leaves one per GPC to other kernels: on 5 it runs one cluster, whose warpgroups then take
+// many turns each.
+inline constexpr int kPingPongSmCounts[] = {0, 5};
 
 }  // namespace mok::test

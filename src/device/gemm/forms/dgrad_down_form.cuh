@@ -28,8 +28,8 @@ struct DgradDownForm {
     static constexpr bool kMaskKTail = false;
     static constexpr bool kGatedRows = true;  // A is the dispatched dy rows
 
-    __device__ static Scheduler make_scheduler(const Params& p) {
-        return Scheduler(p.groups, p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K);
+    __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
+        return Scheduler(p.groups, p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K, slots);
     }
 
     __device__ static void prefetch(const Params& p) {
@@ -47,9 +47,24 @@ struct DgradDownForm {
         }
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+    // Ping-pong arrangement: this CTA's 64 rows of A (dy's map has 64-row boxes then), and half of B's boxes along
+    // N multicast to both CTAs.
+    __device__ static void load_half(const Params& p, const Tile& t, int k_block, uint32_t rank, uint8_t* a, uint8_t* b,
+                                     uint64_t* bar) {
+        constexpr int kBoxesPerRank = BLOCK_N / kMnBoxElements / kPingPongClusterSize;
+        const int k = k_block * BLOCK_K;
+        ptx::tma_load_2d(a, &p.dy, k, t.row_begin + static_cast<int>(rank) * kPingPongRows, bar);
+#pragma unroll
+        for (int i = 0; i < kBoxesPerRank; ++i) {
+            const int box = static_cast<int>(rank) * kBoxesPerRank + i;
+            ptx::tma_load_3d_multicast(b + box * kMnBoxBytes, &p.w_down, t.n_idx * BLOCK_N + box * kMnBoxElements, k,
+                                       t.expert, bar, kPingPongClusterMask);
+        }
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
-        epilogue::swiglu_backward_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
+        epilogue::swiglu_backward_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
     }
 };
 

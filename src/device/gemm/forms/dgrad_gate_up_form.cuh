@@ -33,8 +33,8 @@ struct DgradGateUpForm {
 
     __device__ static int blocks_per_half(const Params& p) { return (p.width + BLOCK_K - 1) / BLOCK_K; }
 
-    __device__ static Scheduler make_scheduler(const Params& p) {
-        return Scheduler(p.groups, p.out.num_cols, 2 * blocks_per_half(p));
+    __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
+        return Scheduler(p.groups, p.out.num_cols, 2 * blocks_per_half(p), slots);
     }
 
     __device__ static void prefetch(const Params& p) {
@@ -54,9 +54,26 @@ struct DgradGateUpForm {
         }
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+    // Ping-pong arrangement: this CTA's 64 rows of dg|du (the map has 64-row boxes then), and half of B's boxes
+    // along N multicast to both CTAs.
+    __device__ static void load_half(const Params& p, const Tile& t, int k_block, uint32_t rank, uint8_t* a, uint8_t* b,
+                                     uint64_t* bar) {
+        constexpr int kBoxesPerRank = BLOCK_N / kMnBoxElements / kPingPongClusterSize;
+        const int half = k_block < blocks_per_half(p) ? 0 : 1;
+        const int k = (k_block - half * blocks_per_half(p)) * BLOCK_K;
+        const CUtensorMap* w = half == 0 ? &p.w_gate : &p.w_up;
+        ptx::tma_load_3d(a, &p.dgu, k, half, t.row_begin + static_cast<int>(rank) * kPingPongRows, bar);
+#pragma unroll
+        for (int i = 0; i < kBoxesPerRank; ++i) {
+            const int box = static_cast<int>(rank) * kBoxesPerRank + i;
+            ptx::tma_load_3d_multicast(b + box * kMnBoxBytes, w, t.n_idx * BLOCK_N + box * kMnBoxElements, k, t.expert,
+                                       bar, kPingPongClusterMask);
+        }
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
-        epilogue::row_store_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
+        epilogue::row_store_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
     }
 };
 

@@ -28,8 +28,8 @@ struct DownForm {
     static constexpr bool kMaskKTail = false;
     static constexpr bool kGatedRows = false;  // A is h, written by gate_up
 
-    __device__ static Scheduler make_scheduler(const Params& p) {
-        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K);
+    __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
+        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K, slots);
     }
 
     __device__ static void prefetch(const Params& p) {
@@ -43,12 +43,24 @@ struct DownForm {
         ptx::tma_load_3d(b, &p.w_down, k, t.n_idx * BLOCK_N, t.expert, bar);
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+    // Ping-pong arrangement: this CTA's 64 rows of A, and rows [128 rank, 128 rank + 128) of the B tile multicast to
+    // both CTAs (h's map has 64-row boxes and W_down's 128-row boxes then).
+    __device__ static void load_half(const Params& p, const Tile& t, int k_block, uint32_t rank, uint8_t* a, uint8_t* b,
+                                     uint64_t* bar) {
+        constexpr int kHalfRows = BLOCK_N / kPingPongClusterSize;
+        const int k = k_block * BLOCK_K;
+        ptx::tma_load_2d(a, &p.h, k, t.row_begin + static_cast<int>(rank) * kPingPongRows, bar);
+        ptx::tma_load_3d_multicast(b + rank * kHalfRows * ptx::kSwizzleBytes, &p.w_down, k,
+                                   t.n_idx * BLOCK_N + static_cast<int>(rank) * kHalfRows, t.expert, bar,
+                                   kPingPongClusterMask);
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
-        epilogue::row_store_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
+        epilogue::row_store_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
         if (p.publish.tile_ready != nullptr) {
             const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);
-            epilogue::publish_row_tile(p.publish, t, num_n_tiles, wg, thread_in_wg);
+            epilogue::publish_row_tile(p.publish, t, num_n_tiles, thread_in_wg, e);
         }
     }
 };

@@ -30,9 +30,9 @@ struct GateUpForm {
     static constexpr bool kGatedRows = true;  // A is the dispatched x rows
     static constexpr int kGateRows = BLOCK_N / 2;
 
-    __device__ static Scheduler make_scheduler(const Params& p) {
+    __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
         // Each tile covers BLOCK_N / 2 columns of I; the scheduler counts tiles in BLOCK_N units.
-        return Scheduler(p.groups, 2 * p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K);
+        return Scheduler(p.groups, 2 * p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K, slots);
     }
 
     __device__ static void prefetch(const Params& p) {
@@ -49,9 +49,20 @@ struct GateUpForm {
         ptx::tma_load_3d(b + kGateRows * ptx::kSwizzleBytes, &p.w_up, k, n, t.expert, bar);
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+    // Ping-pong arrangement (pingpong_kernel.cuh): this CTA's 64 rows of A (x's map has 64-row boxes then), and
+    // one half of B for both CTAs of the cluster: rank 0 multicasts the gate rows, rank 1 the up rows.
+    __device__ static void load_half(const Params& p, const Tile& t, int k_block, uint32_t rank, uint8_t* a, uint8_t* b,
+                                     uint64_t* bar) {
+        const int k = k_block * BLOCK_K;
+        const int n = t.n_idx * kGateRows;
+        ptx::tma_load_2d(a, &p.x, k, t.row_begin + static_cast<int>(rank) * kPingPongRows, bar);
+        ptx::tma_load_3d_multicast(b + rank * kGateRows * ptx::kSwizzleBytes, rank == 0 ? &p.w_gate : &p.w_up, k, n,
+                                   t.expert, bar, kPingPongClusterMask);
+    }
+
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
-        epilogue::swiglu_epilogue(p.out, t, acc, wg, thread_in_wg, e.staging);
+        epilogue::swiglu_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
     }
 };
 

@@ -86,11 +86,11 @@ struct WeightGradGateUpForm {
         epilogue::abandon_accumulate(output_of(p, t, m), t, m, wg, thread_in_wg, e);
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         int m = 0;
         const epilogue::WeightGradOutput& out = output_of(p, t, m);
-        epilogue::weight_grad_epilogue<kMode>(out, t, m, acc, wg, thread_in_wg, e);
+        epilogue::weight_grad_epilogue<kMode>(out, t, m, acc, row_half, thread_in_wg, e);
     }
 };
 
@@ -144,9 +144,9 @@ struct WeightGradDownForm {
         epilogue::abandon_accumulate(p.d_down, t, t.m_idx * BLOCK_M, wg, thread_in_wg, e);
     }
 
-    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int wg,
+    __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
-        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, wg, thread_in_wg, e);
+        epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, row_half, thread_in_wg, e);
     }
 };
 
