@@ -181,17 +181,30 @@ MOK_HOST_DEVICE MOK_INLINE TokenCheckResult check_token(const int32_t* ids, cons
     return {TokenCheck::kOk, -1};
 }
 
+// Ids count_chunk loads before it counts any of them: independent loads in flight rather than one latency per id.
+inline constexpr int32_t kCountBatch = 4;
+
 // Step 1. Counts the slots of source `src_rank`'s token chunk `chunk` per expert, through `add(expert)`: a
 // plain increment on the CPU, a shared-memory integer atomic on the GPU (integer sums are order-free).
-// `ids` is that rank's [T, k] expert ids.
+// `ids` is that rank's [T, k] expert ids. A caller counts the chunk's slots first, first + stride, ...: all of
+// them by default; the GPU splits a chunk over a warp's lanes (first = lane, stride = 32), whose counts add up to
+// the chunk's.
 template <typename AddFn>
-MOK_HOST_DEVICE MOK_INLINE void count_chunk(const PlanShape& s, const int32_t* ids, int32_t chunk, AddFn&& add) {
+MOK_HOST_DEVICE MOK_INLINE void count_chunk(const PlanShape& s, const int32_t* ids, int32_t chunk, AddFn&& add,
+                                            int64_t first = 0, int64_t stride = 1) {
     const int64_t begin = static_cast<int64_t>(chunk) * kPlanChunkTokens * s.top_k;
     const int64_t end_token = (static_cast<int64_t>(chunk) + 1) * kPlanChunkTokens;
     const int64_t end = (end_token < s.tokens_per_rank ? end_token : s.tokens_per_rank) * s.top_k;
-    for (int64_t i = begin; i < end; ++i) {
-        if (ids[i] != kUnusedSlot) {
-            add(ids[i]);
+    for (int64_t i = begin + first; i < end; i += kCountBatch * stride) {
+        int32_t batch[kCountBatch];
+        for (int32_t j = 0; j < kCountBatch; ++j) {
+            const int64_t at = i + j * stride;
+            batch[j] = at < end ? ids[at] : kUnusedSlot;
+        }
+        for (int32_t j = 0; j < kCountBatch; ++j) {
+            if (batch[j] != kUnusedSlot) {
+                add(batch[j]);
+            }
         }
     }
 }

@@ -91,5 +91,28 @@ TEST(RoutingPlan, WorstCaseCapacityHoldsEverythingOnOneRank) {
     }
 }
 
+// The GPU counts a chunk with a warp, each lane on every 32nd slot: the lanes' counts add up to the chunk's, for
+// every chunk of random routings (partial last chunks and unused slots included).
+TEST(RoutingPlan, ChunkCountsSplitOverLanesAddUp) {
+    constexpr int64_t kLanes = 32;
+    for (int i = 0; i < 200; ++i) {
+        const RoutingCase routing = random_routing_case(mok::testing::case_seed(i), 1, kMaxRandomTokens);
+        const PlanShape shape = plan_shape_for(routing, 0, worst_case_capacity(routing));
+        for (int32_t src = 0; src < routing.ep_size; ++src) {
+            for (int32_t chunk = 0; chunk < shape.num_chunks(); ++chunk) {
+                std::vector<int32_t> whole(routing.num_experts, 0);
+                std::vector<int32_t> split(routing.num_experts, 0);
+                count_chunk(shape, routing.ids[src].data(), chunk, [&](int32_t e) { ++whole[e]; });
+                for (int64_t lane = 0; lane < kLanes; ++lane) {
+                    count_chunk(
+                        shape, routing.ids[src].data(), chunk, [&](int32_t e) { ++split[e]; }, lane, kLanes);
+                }
+                ASSERT_EQ(split, whole) << mok::testing::replay_hint() << "; " << routing.describe() << ", source "
+                                        << src << ", chunk " << chunk;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace mok::plan::testing

@@ -7,6 +7,7 @@
 namespace mok::comm {
 namespace {
 
+using device_plan::kLayoutThreads;
 using device_plan::kPlanThreads;
 using device_plan::PlannerParams;
 
@@ -41,7 +42,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_count_kernel(const __grid_c
     device_plan::check_group(p, src, group);
 }
 
-__global__ void __launch_bounds__(kPlanThreads) plan_layout_kernel(const __grid_constant__ RankSet<PlannerParams> set) {
+__global__ void __launch_bounds__(kLayoutThreads)
+    plan_layout_kernel(const __grid_constant__ RankSet<PlannerParams> set) {
     const PlannerParams& p = set.ranks[block_slice(set).rank_slot];
     if (block_skips(p)) {
         return;
@@ -109,7 +111,7 @@ Status enqueue_plan(const LaunchGroup<Peers>& group, cudaStream_t stream) {
     MOK_RETURN_IF_ERROR(launch_status("plan_count_kernel"));
 
     auto layout_set = rank_set<PlannerParams>(group, 1, make);
-    plan_layout_kernel<<<layout_set.num_ranks, kPlanThreads, 0, stream>>>(layout_set);
+    plan_layout_kernel<<<layout_set.num_ranks, kLayoutThreads, 0, stream>>>(layout_set);
     MOK_RETURN_IF_ERROR(launch_status("plan_layout_kernel"));
 
     const int32_t place_blocks = blocks_for(static_cast<int64_t>(shape.ep_size) * shape.slots_per_rank());

@@ -2,15 +2,18 @@
 // four kernels (one launch each; a launch may drive several virtual ranks, one slice of blocks per rank).
 //
 //   count   block (source rank, group of chunks): waits for the source's ids (route_ready), counts each chunk
-//           with count_chunk (one thread per chunk, shared-memory integer atomics, then one coalesced store
-//           of the group's [E][chunks] counts), and checks every token of the group with check_token
-//   layout  one block: scan_expert (one thread per expert), then layout_owner (one thread per owner rank)
+//           with count_chunk (one warp per chunk, its lanes on interleaved slots, shared-memory integer atomics,
+//           then one coalesced store of the group's [E][chunks] counts), and checks every token of the group
+//           with check_token
+//   layout  one block of kLayoutThreads: scan_expert's scan (one warp per expert), then layout_owner's (one warp
+//           per owner rank), each a warp-wide prefix sum of what the shared code adds one by one
 //   place   one thread per (source rank, token, slot): locate_slot, then place_slot (this rank owns the expert)
 //           and the slot's SlotLocation (this rank is the source)
 //   finish  one thread per item: fill_segment_tail per local expert, clear_tile per tile, padding rows past the
 //           rank's segments
-// Integer adds commute, so the counts do not depend on the order of the atomics; every other table entry has
-// one writer. The results are the host plan's tables bit for bit (tests/device/plan).
+// Integer adds commute and associate, so neither the counts (atomics in any order) nor the warp scans (sums
+// grouped by lanes) depend on how the GPU splits the work; every other table entry has one writer. The results
+// are the host plan's tables bit for bit (tests/device/plan).
 //
 // Errors never trap: invalid routing records kInvalidRouting (rank = the token's rank, observed = token,
 // expected = slot); an owner that needs more rows than the table holds records kScheduleOverflow (rank = that
@@ -29,12 +32,16 @@
 namespace mok::device_plan {
 
 inline constexpr int32_t kPlanThreads = 256;
+inline constexpr int32_t kWarpSize = 32;
+inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
+// The layout kernel is one block per rank, so it takes the largest block: its warps scan experts side by side.
+inline constexpr int32_t kLayoutThreads = 1024;
 // The count kernel's shared histogram ([chunks per block][E] int32) stays within 32 KiB, the default dynamic
 // shared memory of a block, for any E up to 8192; beyond that, one chunk per block.
 inline constexpr int32_t kCountHistogramEntries = 8192;
-// Chunks per count block: one thread counts each chunk, so at most one warp's worth per block keeps the
-// histogram small while a block still covers 64 * 32 tokens.
-inline constexpr int32_t kMaxChunksPerCountBlock = 32;
+// Chunks per count block: one warp counts each chunk, so a block of kPlanThreads holds that many, and the grid
+// has a block per eight chunks of every source (8 blocks per source at 4096 tokens).
+inline constexpr int32_t kMaxChunksPerCountBlock = kPlanThreads / kWarpSize;
 
 struct PlannerParams {
     plan::PlanShape shape;           // rank = this rank
@@ -90,15 +97,20 @@ __device__ __forceinline__ void count_group(const PlannerParams& p, int32_t src,
         histogram[i] = 0;
     }
     __syncthreads();
-    if (static_cast<int32_t>(threadIdx.x) < num_chunks) {
-        int32_t* row = histogram + threadIdx.x * s.num_experts;
-        plan::count_chunk(s, ids, first_chunk + static_cast<int32_t>(threadIdx.x), [&](int32_t e) {
-            // Ids were not validated yet (check_token runs alongside): an id out of range is counted nowhere,
-            // and the error recorded below stops the step before the counts are used.
-            if (e >= 0 && e < s.num_experts) {
-                atomicAdd(&row[e], 1);
-            }
-        });
+    const int32_t warp = static_cast<int32_t>(threadIdx.x) / kWarpSize;
+    const int32_t lane = static_cast<int32_t>(threadIdx.x) % kWarpSize;
+    if (warp < num_chunks) {
+        int32_t* row = histogram + warp * s.num_experts;
+        plan::count_chunk(
+            s, ids, first_chunk + warp,
+            [&](int32_t e) {
+                // Ids were not validated yet (check_token runs alongside): an id out of range is counted nowhere,
+                // and the error recorded below stops the step before the counts are used.
+                if (e >= 0 && e < s.num_experts) {
+                    atomicAdd(&row[e], 1);
+                }
+            },
+            lane, kWarpSize);
     }
     __syncthreads();
     // Chunks of one expert are consecutive in the [E][R][C] table: consecutive threads store consecutive chunks.
@@ -127,7 +139,6 @@ __device__ __forceinline__ void check_group(const PlannerParams& p, int32_t src,
     }
 }
 
-// scan_expert for every expert, then layout_owner for every owner; one block.
 // Zeroes the join counters of every tile of the row space (one block).
 __device__ __forceinline__ void reset_tile_joins(const PlannerParams& p) {
     const int64_t tiles = p.shape.capacity_rows / plan::kExpertRowAlignment;
@@ -139,14 +150,91 @@ __device__ __forceinline__ void reset_tile_joins(const PlannerParams& p) {
     }
 }
 
+// The inclusive prefix sum of `value` over the warp's lanes (every lane must call it).
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_sum(T value, int32_t lane) {
+#pragma unroll
+    for (int32_t offset = 1; offset < kWarpSize; offset *= 2) {
+        const T below = __shfl_up_sync(kFullWarpMask, value, offset);
+        value += lane >= offset ? below : T{0};
+    }
+    return value;
+}
+
+// An exclusive prefix sum over n values, one warp: value(i) gives the i-th (0 past n), store(i, prefix) takes
+// the sum of values 0 .. i-1, for i < n. Returns the total to every lane. Each step loads kScanBatch values
+// per lane before it adds any: one load latency per batch, not per value.
+inline constexpr int32_t kScanBatch = 4;
+template <typename T, typename ValueFn, typename StoreFn>
+__device__ __forceinline__ T warp_exclusive_scan(int64_t n, int32_t lane, ValueFn&& value, StoreFn&& store) {
+    T carry = 0;
+    for (int64_t first = 0; first < n; first += kScanBatch * kWarpSize) {
+        T batch[kScanBatch];
+#pragma unroll
+        for (int32_t j = 0; j < kScanBatch; ++j) {
+            const int64_t i = first + j * kWarpSize + lane;
+            batch[j] = i < n ? value(i) : T{0};
+        }
+#pragma unroll
+        for (int32_t j = 0; j < kScanBatch; ++j) {
+            const int64_t i = first + j * kWarpSize + lane;
+            const T inclusive = warp_inclusive_sum(batch[j], lane);
+            if (i < n) {
+                store(i, carry + inclusive - batch[j]);
+            }
+            carry += __shfl_sync(kFullWarpMask, inclusive, kWarpSize - 1);
+        }
+    }
+    return carry;
+}
+
+// plan::scan_expert for expert e, by one warp: its [R][C] counts are contiguous in the [E][R][C] table, so the
+// canonical (source rank, chunk) order is index order.
+__device__ __forceinline__ void scan_expert_warp(const PlannerParams& p, int32_t e, int32_t lane) {
+    const plan::PlanShape& s = p.shape;
+    const plan::PlanTables& t = p.tables;
+    const int64_t base = s.chunk_index(e, 0, 0);
+    const int32_t total = warp_exclusive_scan<int32_t>(
+        static_cast<int64_t>(s.ep_size) * s.num_chunks(), lane, [&](int64_t i) { return t.chunk_counts[base + i]; },
+        [&](int64_t i, int32_t offset) { t.chunk_offsets[base + i] = offset; });
+    if (lane == 0) {
+        t.expert_rows[e] = total;
+    }
+}
+
+// plan::layout_owner for `owner`, by one warp: the same segment starts (clamped to int32 as there) and status.
+__device__ __forceinline__ plan::PlanStatus layout_owner_warp(const PlannerParams& p, int32_t owner, int32_t lane) {
+    const plan::PlanShape& s = p.shape;
+    const plan::PlanTables& t = p.tables;
+    const int32_t first = owner * s.num_local_experts();
+    const int64_t total = warp_exclusive_scan<int64_t>(
+        s.num_local_experts(), lane,
+        [&](int64_t l) { return plan::round_up(t.expert_rows[first + l], plan::kExpertRowAlignment); },
+        [&](int64_t l, int64_t start) {
+            t.segment_begin[first + l] = static_cast<int32_t>(start < INT32_MAX ? start : INT32_MAX);
+        });
+    if (lane == 0) {
+        t.owner_padded_rows[owner] = static_cast<int32_t>(total < INT32_MAX ? total : INT32_MAX);
+    }
+    return total <= s.capacity_rows ? plan::PlanStatus::kOk : plan::PlanStatus::kScheduleOverflow;
+}
+
+// scan_expert for every expert, then layout_owner for every owner; one block, a warp per expert and per owner.
 __device__ __forceinline__ void layout_all(const PlannerParams& p) {
     const plan::PlanShape& s = p.shape;
-    for (int32_t e = threadIdx.x; e < s.num_experts; e += blockDim.x) {
-        plan::scan_expert(s, e, p.tables);
+    const int32_t warp = static_cast<int32_t>(threadIdx.x) / kWarpSize;
+    const int32_t lane = static_cast<int32_t>(threadIdx.x) % kWarpSize;
+    const int32_t num_warps = static_cast<int32_t>(blockDim.x) / kWarpSize;
+    for (int32_t e = warp; e < s.num_experts; e += num_warps) {
+        scan_expert_warp(p, e, lane);
     }
+    // The expert totals, written by other warps, are visible to the whole block after the barrier.
     __syncthreads();
-    for (int32_t owner = threadIdx.x; owner < s.ep_size; owner += blockDim.x) {
-        const plan::PlanStatus status = plan::layout_owner(s, owner, p.tables);
+    for (int32_t owner = warp; owner < s.ep_size; owner += num_warps) {
+        const plan::PlanStatus status = layout_owner_warp(p, owner, lane);
+        if (lane != 0) {
+            continue;
+        }
         if (owner == s.rank) {
             *p.tables.status = static_cast<int32_t>(status);
         }
