@@ -20,7 +20,12 @@
 
 namespace mok::comm {
 
-inline constexpr int32_t kExchangeThreads = 256;
+// One block per (rank, peer) moves T k ids and weights (128 KiB each at 4096 tokens and k = 8). Each thread loads
+// kExchangeBatch slots before it stores any: a load after a store to the peer's window waits for that store (the
+// compiler cannot tell the two apart), so alternating them cost one latency per slot. 512 threads with 8 slots
+// each in registers stay within ptxas's budget without spills (1024 did not).
+inline constexpr int32_t kExchangeThreads = 512;
+inline constexpr int32_t kExchangeBatch = 8;
 
 template <typename Peers>
 struct ExchangeParams {
@@ -39,9 +44,25 @@ __device__ __forceinline__ void push_routing(const ExchangeParams<Peers>& p, int
     auto* ids = static_cast<int32_t*>(p.peers.peer_ptr(peer, p.window.route_ids_of(parity, me)));
     auto* weights = static_cast<float*>(p.peers.peer_ptr(peer, p.window.route_weights_of(parity, me)));
     const int64_t slots = p.window.shape.slots();
-    for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
-        ids[i] = p.expert_ids[i];
-        weights[i] = p.router_weights[i];
+    for (int64_t first = threadIdx.x; first < slots; first += kExchangeBatch * static_cast<int64_t>(blockDim.x)) {
+        int32_t id[kExchangeBatch];
+        float weight[kExchangeBatch];
+#pragma unroll
+        for (int32_t j = 0; j < kExchangeBatch; ++j) {
+            const int64_t i = first + j * static_cast<int64_t>(blockDim.x);
+            if (i < slots) {
+                id[j] = p.expert_ids[i];
+                weight[j] = p.router_weights[i];
+            }
+        }
+#pragma unroll
+        for (int32_t j = 0; j < kExchangeBatch; ++j) {
+            const int64_t i = first + j * static_cast<int64_t>(blockDim.x);
+            if (i < slots) {
+                ids[i] = id[j];
+                weights[i] = weight[j];
+            }
+        }
     }
     // The block barrier orders every thread's stores before thread 0's release; the release is cumulative.
     __syncthreads();

@@ -76,8 +76,14 @@ class StepsImpl final : public LayerSteps {
                             std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
                             std::span<const TensorView* const> d_weights, int32_t blocks, bool per_tile,
                             cudaStream_t stream);
-    // Copies each rank's own [T, H] rows into its window (and, with shared experts, into its dense scratch).
-    Status stage(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
+    // Copies each rank's own [T, H] rows into its window.
+    Status stage_window(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
+    // With shared experts: copies each rank's own [T, H] rows (x or dy; with `with_x`, x as well for the backward's
+    // shared weight gradients) into its dense scratch, which the shared experts' GEMMs read. They need nothing
+    // else of the step's transport, so the pipelined order makes these copies on the side stream, beside the window
+    // copy and the exchange on the main stream.
+    Status stage_dense(comm::SourceRows which, std::span<const TensorView* const> rows,
+                       std::span<const RankInputs> with_x, cudaStream_t stream) const;
     // SMs the side stream's GEMMs get while the transport's `comm_blocks` per rank copy, or 0 for the in-order
     // path: too few SMs would be left (many virtual ranks' copy blocks on one GPU), or stage times are recorded,
     // which charge each stage its own time only in one stream.
@@ -217,21 +223,38 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
 }
 
 template <typename Peers>
-Status StepsImpl<Peers>::stage(comm::SourceRows which, std::span<const TensorView* const> rows,
-                               cudaStream_t stream) const {
-    const layout::Region& region = which == comm::SourceRows::kTokens ? layout_.window.tokens : layout_.window.grads;
+Status StepsImpl<Peers>::stage_window(comm::SourceRows which, std::span<const TensorView* const> rows,
+                                      cudaStream_t stream) const {
     for (int32_t local = 0; local < num_ranks(); ++local) {
         const TensorView& view = *rows[local];
         MOK_RETURN_IF_ERROR(
             comm::stage_rows(window(local), layout_.window, which, view.data, row_stride(view), stream));
-        if (dims_.num_shared() > 0) {
-            // The shared experts' GEMMs read whole 128-row tiles: a dense copy in scratch whose tail rows are
-            // never used as data (past the one segment's T rows).
-            const ScratchBuffers& s = scratch_[local];
-            void* dense = which == comm::SourceRows::kTokens ? static_cast<void*>(s.dense_x) : s.dense_dy;
-            MOK_RETURN_IF_ERROR(cuda_status(
-                cudaMemcpyAsync(dense, window(local) + region.offset, region.bytes, cudaMemcpyDeviceToDevice, stream),
-                "copying staged rows for the shared experts"));
+    }
+    return Status::ok();
+}
+
+template <typename Peers>
+Status StepsImpl<Peers>::stage_dense(comm::SourceRows which, std::span<const TensorView* const> rows,
+                                     std::span<const RankInputs> with_x, cudaStream_t stream) const {
+    if (dims_.num_shared() == 0) {
+        return Status::ok();
+    }
+    // The shared experts' GEMMs read whole 128-row tiles: dense copies in scratch whose tail rows are never used
+    // as data (past the one segment's T rows).
+    const auto row_bytes = static_cast<size_t>(dims_.hidden * kBf16Bytes);
+    auto copy = [&](void* dense, const TensorView& view, const char* what) {
+        return cuda_status(
+            cudaMemcpy2DAsync(dense, row_bytes, view.data, static_cast<size_t>(row_stride(view) * kBf16Bytes),
+                              row_bytes, static_cast<size_t>(dims_.tokens), cudaMemcpyDeviceToDevice, stream),
+            what);
+    };
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        const ScratchBuffers& s = scratch_[local];
+        void* dense = which == comm::SourceRows::kTokens ? static_cast<void*>(s.dense_x) : s.dense_dy;
+        MOK_RETURN_IF_ERROR(copy(dense, *rows[local], "copying rows for the shared experts"));
+        if (!with_x.empty()) {
+            // The backward's shared dW_gate|up read x; the window's x rows may be another layer's by now.
+            MOK_RETURN_IF_ERROR(copy(s.dense_x, with_x[local].x, "copying x for the shared experts"));
         }
     }
     return Status::ok();
@@ -282,7 +305,7 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     }
     timeline_->begin(outputs ? "forward" : "recompute", stream);
     // The x rows go into the window before the exchange, whose route-ready flag also announces them.
-    MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage(comm::SourceRows::kTokens, x, stream)));
+    auto stage_x = [&] { return stage_window(comm::SourceRows::kTokens, x, stream); };
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
     const int32_t side_sms = overlap_sms(blocks);
     auto exchange_and_plan = [&] {
@@ -297,6 +320,11 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     };
     if (side_sms == 0) {
         // In order, on one stream: every kernel after the one before it.
+        auto stage_all = [&]() -> Status {
+            MOK_RETURN_IF_ERROR(stage_x());
+            return stage_dense(comm::SourceRows::kTokens, x, {}, stream);
+        };
+        MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage_all()));
         MOK_RETURN_IF_ERROR(exchange_and_plan());
         MOK_RETURN_IF_ERROR(dispatch());
         MOK_RETURN_IF_ERROR(timeline_->record("row_gate", stream,
@@ -316,10 +344,12 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         // stream starts them at once; the row gate then runs before the dispatch, and the routed gate/up GEMM on
         // the side stream loads each row tile as soon as the dispatch publishes it, on the SMs the dispatch leaves.
         MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
+            MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kTokens, x, {}, side_stream_->stream()));
             for (int32_t local = 0; local < num_ranks(); ++local) {
                 MOK_RETURN_IF_ERROR(
                     shared_forward_gemms(side_gemms(local, context, side_sms, std::nullopt), *inputs[local], outputs));
             }
+            MOK_RETURN_IF_ERROR(stage_x());
             MOK_RETURN_IF_ERROR(exchange_and_plan());
             MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true, TransportPass::kForward), stream));
             MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
@@ -363,22 +393,9 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         routing.push_back({as<const int32_t>(inputs[local].expert_ids), as<const float>(inputs[local].router_weights)});
     }
     timeline_->begin("backward", stream);
-    MOK_RETURN_IF_ERROR(stage(comm::SourceRows::kGrads, dy, stream));
-    if (dims_.num_shared() > 0) {
-        // The shared experts' dW_gate|up read x; the window's x rows may be another layer's by now.
-        for (int32_t local = 0; local < num_ranks(); ++local) {
-            const TensorView& x = inputs[local].x;
-            const auto row_bytes = static_cast<size_t>(dims_.hidden * kBf16Bytes);
-            MOK_RETURN_IF_ERROR(
-                cuda_status(cudaMemcpy2DAsync(scratch_[local].dense_x, row_bytes, x.data,
-                                              static_cast<size_t>(row_stride(x) * kBf16Bytes), row_bytes,
-                                              static_cast<size_t>(dims_.tokens), cudaMemcpyDeviceToDevice, stream),
-                            "copying x for the shared experts"));
-        }
-    }
-    timeline_->mark("stage_dy", stream);
     const int32_t blocks = comm_blocks(config_.num_comm_sms_backward);
     const int32_t side_sms = overlap_sms(blocks);
+    auto stage_dy = [&] { return stage_window(comm::SourceRows::kGrads, dy, stream); };
     // A step of its own: the exchange advances the step, so that this backward's flags carry numbers no earlier
     // pass used (another layer's backward may have run since this layer's forward). The barrier then stands in
     // for the planner's wait on every peer's exchange, which keeps a fast rank from overwriting exchange slots a
@@ -404,6 +421,9 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         return push_and_combine(group, TransportPass::kBackwardGrads, routing, dx, d_weights, blocks, false, stream);
     };
     if (side_sms == 0) {
+        MOK_RETURN_IF_ERROR(stage_dy());
+        MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kGrads, dy, inputs, stream));
+        timeline_->mark("stage_dy", stream);
         MOK_RETURN_IF_ERROR(exchange_and_announce());
         MOK_RETURN_IF_ERROR(dispatch());
         MOK_RETURN_IF_ERROR(timeline_->record("row_gate", stream,
@@ -425,10 +445,12 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     // Pipelined, as in the forward: the shared experts' dgrads need only the staged dy and x and the context; the
     // routed dgrad_down loads each dy row tile as the dispatch publishes it.
     MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
+        MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kGrads, dy, inputs, side_stream_->stream()));
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(
                 shared_backward_dgrads(side_gemms(local, context, side_sms, std::nullopt), inputs[local]));
         }
+        MOK_RETURN_IF_ERROR(stage_dy());
         MOK_RETURN_IF_ERROR(exchange_and_announce());
         MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false, TransportPass::kBackwardGrads), stream));
         MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
