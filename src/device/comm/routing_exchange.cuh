@@ -21,9 +21,9 @@
 namespace mok::comm {
 
 // One block per (rank, peer) moves T k ids and weights (128 KiB each at 4096 tokens and k = 8). Each thread loads
-// kExchangeBatch slots before it stores any: a load after a store to the peer's window waits for that store (the
-// compiler cannot tell the two apart), so alternating them cost one latency per slot. 512 threads with 8 slots
-// each in registers stay within ptxas's budget without spills (1024 did not).
+// kExchangeBatch slots before it stores any: the compiler keeps every load after the stores before it (it cannot
+// tell the peer's window from the caller's ids), so with loads and stores alternating each slot cost a whole load
+// latency. 512 threads with 8 slots each in registers stay within ptxas's budget without spills (1024 did not).
 inline constexpr int32_t kExchangeThreads = 512;
 inline constexpr int32_t kExchangeBatch = 8;
 
