@@ -18,6 +18,13 @@
 
 namespace mok {
 
+// The host's rounding of a non-NaN fp32 bit pattern to bf16, in integer arithmetic: add 0x7fff plus the kept
+// part's lowest bit (ties go to the even neighbour), then truncate. Also the oracle of mok_bf16_device_test.
+MOK_HOST_DEVICE MOK_INLINE uint16_t round_bits_to_nearest_even(uint32_t bits) {
+    const uint32_t round_bias = 0x7fffu + ((bits >> 16) & 1u);
+    return static_cast<uint16_t>((bits + round_bias) >> 16);
+}
+
 // Rounds to nearest, ties to even; a NaN stays a NaN (on the host a quiet one with its sign and the payload's
 // high bits; on the device the hardware's).
 MOK_HOST_DEVICE MOK_INLINE uint16_t round_to_bf16_bits(float v) {
@@ -28,8 +35,7 @@ MOK_HOST_DEVICE MOK_INLINE uint16_t round_to_bf16_bits(float v) {
     if ((bits & 0x7fffffffu) > 0x7f800000u) {
         return static_cast<uint16_t>((bits >> 16) | 0x0040u);
     }
-    const uint32_t round_bias = 0x7fffu + ((bits >> 16) & 1u);
-    return static_cast<uint16_t>((bits + round_bias) >> 16);
+    return round_bits_to_nearest_even(bits);
 #endif
 }
 
