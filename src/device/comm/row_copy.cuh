@@ -40,14 +40,15 @@
 #include <cstdint>
 
 #include "device/comm/copy_geometry.hpp"
+#include "device/common/warp.cuh"
 #include "device/ptx/atomics.cuh"
 #include "device/ptx/warpgroup.cuh"
 #include "plan/routing_plan.hpp"
 
 namespace mok::comm {
 
-inline constexpr uint32_t kWarpSize = 32;
-inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
+using device::kFullWarpMask;
+using device::kWarpSize;
 // 16-byte loads each copy thread keeps in flight: with 480 copy threads, 120 KiB per SM. A team's rate is bytes in
 // flight over latency: with 64 KiB the copy ran at 32 GB/s per SM, local and remote rows together (about 2 us of
 // latency); the link needs 25 GB/s per SM of remote rows alone from 16 SMs, and about half the rows are local.

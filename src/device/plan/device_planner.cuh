@@ -26,14 +26,16 @@
 #include "common/device_status.hpp"
 #include "device/comm/signals.cuh"
 #include "device/common/bounded_wait.cuh"
+#include "device/common/warp.cuh"
 #include "device/layout/transport_layout.hpp"
 #include "plan/routing_plan.hpp"
 
 namespace mok::device_plan {
 
+using device::kFullWarpMask;
+using device::kWarpSize;
+
 inline constexpr int32_t kPlanThreads = 256;
-inline constexpr int32_t kWarpSize = 32;
-inline constexpr uint32_t kFullWarpMask = 0xffffffffu;
 // The layout kernel is one block per rank, so it takes the largest block: its warps scan experts side by side.
 inline constexpr int32_t kLayoutThreads = 1024;
 // The count kernel's shared histogram ([chunks per block][E] int32) stays within 32 KiB, the default dynamic
@@ -41,7 +43,7 @@ inline constexpr int32_t kLayoutThreads = 1024;
 inline constexpr int32_t kCountHistogramEntries = 8192;
 // Chunks per count block: one warp counts each chunk, so a block of kPlanThreads holds that many, and the grid
 // has a block per eight chunks of every source (8 blocks per source at 4096 tokens).
-inline constexpr int32_t kMaxChunksPerCountBlock = kPlanThreads / kWarpSize;
+inline constexpr int32_t kMaxChunksPerCountBlock = kPlanThreads / static_cast<int32_t>(kWarpSize);
 
 struct PlannerParams {
     plan::PlanShape shape;           // rank = this rank
@@ -97,8 +99,8 @@ __device__ __forceinline__ void count_group(const PlannerParams& p, int32_t src,
         histogram[i] = 0;
     }
     __syncthreads();
-    const int32_t warp = static_cast<int32_t>(threadIdx.x) / kWarpSize;
-    const int32_t lane = static_cast<int32_t>(threadIdx.x) % kWarpSize;
+    const auto warp = static_cast<int32_t>(threadIdx.x / kWarpSize);
+    const uint32_t lane = threadIdx.x % kWarpSize;
     if (warp < num_chunks) {
         int32_t* row = histogram + warp * s.num_experts;
         plan::count_chunk(
@@ -150,35 +152,25 @@ __device__ __forceinline__ void reset_tile_joins(const PlannerParams& p) {
     }
 }
 
-// The inclusive prefix sum of `value` over the warp's lanes (every lane must call it).
-template <typename T>
-__device__ __forceinline__ T warp_inclusive_sum(T value, int32_t lane) {
-#pragma unroll
-    for (int32_t offset = 1; offset < kWarpSize; offset *= 2) {
-        const T below = __shfl_up_sync(kFullWarpMask, value, offset);
-        value += lane >= offset ? below : T{0};
-    }
-    return value;
-}
-
 // An exclusive prefix sum over n values, one warp: value(i) gives the i-th (0 past n), store(i, prefix) takes
 // the sum of values 0 .. i-1, for i < n. Returns the total to every lane. Each step loads kScanBatch values
 // per lane before it adds any: one load latency per batch, not per value.
 inline constexpr int32_t kScanBatch = 4;
 template <typename T, typename ValueFn, typename StoreFn>
-__device__ __forceinline__ T warp_exclusive_scan(int64_t n, int32_t lane, ValueFn&& value, StoreFn&& store) {
+__device__ __forceinline__ T warp_exclusive_scan(int64_t n, uint32_t lane, ValueFn&& value, StoreFn&& store) {
+    constexpr int64_t kLanes = kWarpSize;
     T carry = 0;
-    for (int64_t first = 0; first < n; first += kScanBatch * kWarpSize) {
+    for (int64_t first = 0; first < n; first += kScanBatch * kLanes) {
         T batch[kScanBatch];
 #pragma unroll
         for (int32_t j = 0; j < kScanBatch; ++j) {
-            const int64_t i = first + j * kWarpSize + lane;
+            const int64_t i = first + j * kLanes + lane;
             batch[j] = i < n ? value(i) : T{0};
         }
 #pragma unroll
         for (int32_t j = 0; j < kScanBatch; ++j) {
-            const int64_t i = first + j * kWarpSize + lane;
-            const T inclusive = warp_inclusive_sum(batch[j], lane);
+            const int64_t i = first + j * kLanes + lane;
+            const T inclusive = device::warp_inclusive_sum(batch[j], lane);
             if (i < n) {
                 store(i, carry + inclusive - batch[j]);
             }
@@ -190,7 +182,7 @@ __device__ __forceinline__ T warp_exclusive_scan(int64_t n, int32_t lane, ValueF
 
 // plan::scan_expert for expert e, by one warp: its [R][C] counts are contiguous in the [E][R][C] table, so the
 // canonical (source rank, chunk) order is index order.
-__device__ __forceinline__ void scan_expert_warp(const PlannerParams& p, int32_t e, int32_t lane) {
+__device__ __forceinline__ void scan_expert_warp(const PlannerParams& p, int32_t e, uint32_t lane) {
     const plan::PlanShape& s = p.shape;
     const plan::PlanTables& t = p.tables;
     const int64_t base = s.chunk_index(e, 0, 0);
@@ -203,7 +195,7 @@ __device__ __forceinline__ void scan_expert_warp(const PlannerParams& p, int32_t
 }
 
 // plan::layout_owner for `owner`, by one warp: the same segment starts (clamped to int32 as there) and status.
-__device__ __forceinline__ plan::PlanStatus layout_owner_warp(const PlannerParams& p, int32_t owner, int32_t lane) {
+__device__ __forceinline__ plan::PlanStatus layout_owner_warp(const PlannerParams& p, int32_t owner, uint32_t lane) {
     const plan::PlanShape& s = p.shape;
     const plan::PlanTables& t = p.tables;
     const int32_t first = owner * s.num_local_experts();
@@ -222,9 +214,9 @@ __device__ __forceinline__ plan::PlanStatus layout_owner_warp(const PlannerParam
 // scan_expert for every expert, then layout_owner for every owner; one block, a warp per expert and per owner.
 __device__ __forceinline__ void layout_all(const PlannerParams& p) {
     const plan::PlanShape& s = p.shape;
-    const int32_t warp = static_cast<int32_t>(threadIdx.x) / kWarpSize;
-    const int32_t lane = static_cast<int32_t>(threadIdx.x) % kWarpSize;
-    const int32_t num_warps = static_cast<int32_t>(blockDim.x) / kWarpSize;
+    const auto warp = static_cast<int32_t>(threadIdx.x / kWarpSize);
+    const uint32_t lane = threadIdx.x % kWarpSize;
+    const auto num_warps = static_cast<int32_t>(blockDim.x / kWarpSize);
     for (int32_t e = warp; e < s.num_experts; e += num_warps) {
         scan_expert_warp(p, e, lane);
     }
