@@ -51,10 +51,17 @@ template <auto kKernel>
 Status allow_max_dynamic_shared_memory() {
     static PerDeviceOnce state;
     return once_per_device(state, [](int device) -> Status {
+        // A block's limit covers its static shared memory too (the grouped GEMM's tail table), so the dynamic
+        // part may have what the static part leaves.
         int max_bytes = 0;
+        cudaFuncAttributes attributes{};
         cudaError_t error = cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
         if (error == cudaSuccess) {
-            error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+            error = cudaFuncGetAttributes(&attributes, kKernel);
+        }
+        if (error == cudaSuccess) {
+            const int dynamic_bytes = max_bytes - static_cast<int>(attributes.sharedSizeBytes);
+            error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_bytes);
         }
         return cuda_status(error, "raising a kernel's dynamic shared-memory limit");
     });
