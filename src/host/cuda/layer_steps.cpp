@@ -242,10 +242,16 @@ Status StepsImpl<Peers>::stage_dense(comm::SourceRows which, std::span<const Ten
     // The shared experts' GEMMs read whole 128-row tiles: dense copies in scratch whose tail rows are never used
     // as data (past the one segment's T rows).
     const auto row_bytes = static_cast<size_t>(dims_.hidden * kBf16Bytes);
+    const auto num_rows = static_cast<size_t>(dims_.tokens);
     auto copy = [&](void* dense, const TensorView& view, const char* what) {
+        // Dense rows are one 1D copy: the 2D copy of the same bytes took 0.02-0.04 ms longer at 4096 x 7168.
+        if (row_stride(view) == dims_.hidden) {
+            return cuda_status(
+                cudaMemcpyAsync(dense, view.data, num_rows * row_bytes, cudaMemcpyDeviceToDevice, stream), what);
+        }
         return cuda_status(
             cudaMemcpy2DAsync(dense, row_bytes, view.data, static_cast<size_t>(row_stride(view) * kBf16Bytes),
-                              row_bytes, static_cast<size_t>(dims_.tokens), cudaMemcpyDeviceToDevice, stream),
+                              row_bytes, num_rows, cudaMemcpyDeviceToDevice, stream),
             what);
     };
     for (int32_t local = 0; local < num_ranks(); ++local) {
