@@ -366,6 +366,20 @@ std::vector<Form> forms(Problem& p) {
                        },
                        [&p]() { return check_dgrad_gate_up(p); }});
     }
+    // gate/up in the epilogue-warps arrangement, which serves it alone.
+    out.push_back({"gate_up_swiglu_epilogue_warps",
+                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
+                   e * 2 * ii * hh * 2,
+                   {p.rows, 2 * p.width, p.hidden},
+                   [&p, launch](cudaStream_t s) {
+                       check_status(gemm::gate_up_swiglu(
+                           {p.space, p.x.get(), p.w_gate.get(), p.w_up.get(), p.gu.get(), p.h.get(), p.hidden, p.width},
+                           launch(s, gemm::Arrangement::kEpilogueWarps)));
+                   },
+                   [&p]() {
+                       return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width, p.width,
+                                                         p.hidden);
+                   }});
     // Weight gradients accumulating into fp32 main_grad, then fresh into bf16 (the layer's default): the
     // difference is the cost of reading and writing main_grad. Both are checked by a fresh run of the kernel.
     const std::function<tolerance::Verdict()> check_gate_up = [&p, launch]() {

@@ -29,6 +29,7 @@ enum class WaitSite : int32_t {
     kBulkCopy,         // a bulk copy's completion
     kEpilogueLoad,     // a weight-gradient epilogue waited for main_grad's TMA load
     kWarpgroupTurn,    // a ping-pong GEMM warpgroup waited for the other's K loop to end
+    kEpilogueHandoff,  // a GEMM's consumers and its epilogue warpgroup waited for each other's tile hand-off
 };
 
 const char* to_string(WaitSite site);

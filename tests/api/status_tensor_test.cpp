@@ -66,7 +66,7 @@ TEST(Status, ReturnIfErrorReturnsTheErrorAndOnlyThen) {
 
 TEST(WaitSite, EverySiteHasItsOwnName) {
     std::set<std::string> names;
-    for (int32_t site = static_cast<int32_t>(WaitSite::kNone); site <= static_cast<int32_t>(WaitSite::kWarpgroupTurn);
+    for (int32_t site = static_cast<int32_t>(WaitSite::kNone); site <= static_cast<int32_t>(WaitSite::kEpilogueHandoff);
          ++site) {
         const std::string name = to_string(static_cast<WaitSite>(site));
         EXPECT_FALSE(name.empty());

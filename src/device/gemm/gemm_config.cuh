@@ -26,10 +26,15 @@ inline constexpr int kThreadsPerWarpgroup = 128;
 inline constexpr int kNumThreads = kThreadsPerWarpgroup * (1 + kNumConsumerWarpgroups);
 inline constexpr int kNumConsumerWarps = kNumConsumerWarpgroups * kThreadsPerWarpgroup / 32;
 
-// Register split (setmaxnreg): the 64 Ki registers of an SM go mostly to the consumers, whose 64 x 256 fp32
-// accumulator alone takes 128 registers per thread. 2 x 128 x 232 + 128 x 40 = 64,512 <= 65,536.
+// Register split (setmaxnreg): the registers the launch gives a CTA go mostly to the consumers, whose 64 x 256 fp32
+// accumulator alone takes 128 registers per thread. setmaxnreg only moves registers within the CTA's allocation
+// (kNumThreads x kLaunchRegisters; an increase beyond it waits for ever): 2 x 128 x 232 + 128 x 40 = 64,512.
+inline constexpr uint32_t kLaunchRegisters = 64 * 1024 / kNumThreads / 8 * 8;  // per thread, in units of 8
 inline constexpr uint32_t kProducerRegisters = 40;
 inline constexpr uint32_t kConsumerRegisters = 232;
+static_assert(kThreadsPerWarpgroup * (kProducerRegisters + kNumConsumerWarpgroups * kConsumerRegisters) <=
+                  kNumThreads * kLaunchRegisters,
+              "the roles' registers must fit what the launch allocates to the CTA");
 
 inline constexpr int kBf16Bytes = 2;
 inline constexpr int kStageBytesA = BLOCK_M * BLOCK_K * kBf16Bytes;  // (BLOCK_M, BLOCK_K) bf16

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "device/gemm/epilogue_warps_kernel.cuh"
 #include "device/gemm/forms/dgrad_down_form.cuh"
 #include "device/gemm/forms/dgrad_gate_up_form.cuh"
 #include "device/gemm/forms/down_form.cuh"
@@ -222,12 +223,23 @@ Status launch_pingpong_form(const typename Form::Params& params, const LaunchCon
                        "launching a ping-pong grouped GEMM");
 }
 
+// The forms whose epilogue splits into a consumer's half and the epilogue warps' half (epilogue_warps_kernel.cuh).
+template <class Form>
+concept SplitsEpilogue = requires {
+    Form::kHandoffBytes;
+};
+
 template <class Form>
 Status launch_form(const typename Form::Params& params, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(load_kernels());
     if constexpr (!Form::kMaskKTail) {
         if (pingpong(launch)) {
             return launch_pingpong_form<Form>(params, launch);
+        }
+    }
+    if (launch.arrangement == Arrangement::kEpilogueWarps) {
+        if constexpr (!SplitsEpilogue<Form>) {
+            return Status::invalid_argument("launch.arrangement", "kEpilogueWarps serves gate_up_swiglu only");
         }
     }
     int device = 0;
@@ -239,6 +251,13 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
     if (launch.wave_counter != nullptr) {
         MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(launch.wave_counter, 0, sizeof(uint32_t), launch.stream),
                                         "zeroing the wave counter"));
+    }
+    if constexpr (SplitsEpilogue<Form>) {
+        if (launch.arrangement == Arrangement::kEpilogueWarps) {
+            grouped_gemm_epilogue_warps_kernel<Form>
+                <<<grid, kNumThreads, kHandoffSharedBytes<Form>, launch.stream>>>(params);
+            return cuda_status(cudaGetLastError(), "launching a grouped GEMM (epilogue warps)");
+        }
     }
     grouped_gemm_kernel<Form><<<grid, kNumThreads, kGemmSharedBytes, launch.stream>>>(params);
     return cuda_status(cudaGetLastError(), "launching a grouped GEMM");
@@ -257,6 +276,9 @@ Status load_kernels() {
                           WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
                           WeightGradDownForm<WeightGradMode::kAccumulate>>()));
         MOK_RETURN_IF_ERROR((prepare_pingpong_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm>(device)));
+        MOK_RETURN_IF_ERROR(
+            host::load_kernels<grouped_gemm_epilogue_warps_kernel<GateUpForm>>("grouped GEMM (epilogue warps)"));
+        MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<grouped_gemm_epilogue_warps_kernel<GateUpForm>>());
         return load_row_op_kernels();
     });
 }

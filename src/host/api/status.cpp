@@ -61,6 +61,8 @@ const char* to_string(WaitSite site) {
             return "main_grad to load for a weight-gradient epilogue";
         case WaitSite::kWarpgroupTurn:
             return "the other warpgroup's K loop in a ping-pong GEMM";
+        case WaitSite::kEpilogueHandoff:
+            return "a tile handed between a GEMM's consumers and its epilogue warpgroup";
     }
     return "an unknown wait site";
 }

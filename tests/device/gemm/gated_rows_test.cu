@@ -179,9 +179,9 @@ TEST_F(GatedRows, TilesPublishedInAnyOrderGiveTheUngatedBits) {
     std::iota(reversed.rbegin(), reversed.rend(), 0);
     std::vector<int32_t> shuffled = reversed;
     std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(kSeed));
-    for (gemm::Arrangement arrangement : {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong}) {
+    for (gemm::Arrangement arrangement : kGateUpArrangements) {
         for (const std::vector<int32_t>* order : {&reversed, &shuffled}) {
-            SCOPED_TRACE(arrangement == gemm::Arrangement::kPingPong ? "ping-pong" : "cooperative");
+            SCOPED_TRACE(name_of(arrangement));
             // Flags of an earlier step must not count: the tiles start one number short.
             DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
             status.reset();
@@ -198,9 +198,10 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
     DeviceStatusRecord status;
     DeviceBuffer<uint64_t> ready(std::vector<uint64_t>(static_cast<size_t>(num_tiles_), kSequence - 1));
     constexpr uint64_t kTimeoutNs = 50'000'000;  // 50 ms: the test waits for it once per arrangement
-    // The ping-pong arrangement's cluster barriers and cross-CTA stage releases must end the launch too.
-    for (gemm::Arrangement arrangement : {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong}) {
-        SCOPED_TRACE(arrangement == gemm::Arrangement::kPingPong ? "ping-pong" : "cooperative");
+    // The ping-pong arrangement's cluster barriers and cross-CTA stage releases must end the launch too, and so must
+    // the epilogue warps, which wait for consumers that gave up.
+    for (gemm::Arrangement arrangement : kGateUpArrangements) {
+        SCOPED_TRACE(name_of(arrangement));
         status.reset();
         run(d_rows, &ready, nullptr, status, kTimeoutNs, arrangement);
         const DeviceStatus record = status.read();

@@ -217,6 +217,18 @@ std::string describe(const GemmShape& shape, Values values) {
            (values == Values::kExact ? " exact" : " random");
 }
 
+const char* name_of(gemm::Arrangement arrangement) {
+    switch (arrangement) {
+        case gemm::Arrangement::kCooperative:
+            return "cooperative";
+        case gemm::Arrangement::kPingPong:
+            return "ping-pong";
+        case gemm::Arrangement::kEpilogueWarps:
+            return "epilogue warps";
+    }
+    return "unknown arrangement";
+}
+
 gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms, gemm::Arrangement arrangement) {
     // One word for the whole test program: its launches run one after another on the default stream.
     static uint32_t* const wave_counter = [] {

@@ -122,4 +122,10 @@ gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms,
 // many turns each.
 inline constexpr int kPingPongSmCounts[] = {0, 5};
 
+// Every arrangement gate/up runs in (the others serve every M-grouped form but the epilogue warps).
+inline constexpr gemm::Arrangement kGateUpArrangements[] = {
+    gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong, gemm::Arrangement::kEpilogueWarps};
+
+const char* name_of(gemm::Arrangement arrangement);
+
 }  // namespace mok::test

@@ -64,6 +64,20 @@ struct GateUpForm {
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::swiglu_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
     }
+
+    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh): the consumer stages its bf16 g and u into a hand-off
+    // buffer of kHandoffBytes, and the epilogue warps store them and h.
+    static constexpr int kHandoffBytes = epilogue::kSwigluHandoffBytes;
+
+    __device__ static void handoff_stage(const Params&, const float (&acc)[kNumAccumulators], uint8_t* buffer,
+                                         int thread_in_wg) {
+        epilogue::stage_swiglu(buffer, acc, thread_in_wg);
+    }
+
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread, int num_threads) {
+        epilogue::store_swiglu(p.out, t, buffer, row_half, thread, num_threads);
+    }
 };
 
 }  // namespace mok::gemm
