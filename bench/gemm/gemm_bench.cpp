@@ -312,10 +312,13 @@ std::vector<Form> forms(Problem& p) {
         return l;
     };
     std::vector<Form> out;
-    // The M-grouped forms in both arrangements (the ping-pong cases carry the suffix), each checked after a run
-    // of its own arrangement.
-    for (const gemm::Arrangement arrangement : {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong}) {
-        const std::string suffix = arrangement == gemm::Arrangement::kPingPong ? "_pingpong" : "";
+    // The M-grouped forms in every arrangement that serves them (the cases of the others carry its suffix), each
+    // checked after a run of its own arrangement; the epilogue warps serve gate/up alone.
+    for (const gemm::Arrangement arrangement :
+         {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong, gemm::Arrangement::kEpilogueWarps}) {
+        const std::string suffix = arrangement == gemm::Arrangement::kPingPong        ? "_pingpong"
+                                   : arrangement == gemm::Arrangement::kEpilogueWarps ? "_epilogue_warps"
+                                                                                      : "";
         out.push_back({"gate_up_swiglu" + suffix,
                        kFlopsPerMultiplyAdd * m * 2 * ii * hh,
                        e * 2 * ii * hh * 2,
@@ -329,6 +332,9 @@ std::vector<Form> forms(Problem& p) {
                            return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width,
                                                              p.width, p.hidden);
                        }});
+        if (arrangement == gemm::Arrangement::kEpilogueWarps) {
+            continue;
+        }
         out.push_back({"down" + suffix,
                        kFlopsPerMultiplyAdd * m * hh * ii,
                        e * hh * ii * 2,
@@ -366,20 +372,6 @@ std::vector<Form> forms(Problem& p) {
                        },
                        [&p]() { return check_dgrad_gate_up(p); }});
     }
-    // gate/up in the epilogue-warps arrangement, which serves it alone.
-    out.push_back({"gate_up_swiglu_epilogue_warps",
-                   kFlopsPerMultiplyAdd * m * 2 * ii * hh,
-                   e * 2 * ii * hh * 2,
-                   {p.rows, 2 * p.width, p.hidden},
-                   [&p, launch](cudaStream_t s) {
-                       check_status(gemm::gate_up_swiglu(
-                           {p.space, p.x.get(), p.w_gate.get(), p.w_up.get(), p.gu.get(), p.h.get(), p.hidden, p.width},
-                           launch(s, gemm::Arrangement::kEpilogueWarps)));
-                   },
-                   [&p]() {
-                       return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width, p.width,
-                                                         p.hidden);
-                   }});
     // Weight gradients accumulating into fp32 main_grad, then fresh into bf16 (the layer's default): the
     // difference is the cost of reading and writing main_grad. Both are checked by a fresh run of the kernel.
     const std::function<tolerance::Verdict()> check_gate_up = [&p, launch]() {

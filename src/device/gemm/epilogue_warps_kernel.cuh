@@ -44,8 +44,7 @@ inline constexpr int kEpilogueThreads = kThreadsPerWarpgroup - 32;
 // 128 x 72 + 2 x 128 x 216 = 64,512.
 inline constexpr uint32_t kHandoffProducerRegisters = 72;
 inline constexpr uint32_t kHandoffConsumerRegisters = 216;
-static_assert(kThreadsPerWarpgroup * (kHandoffProducerRegisters + kNumConsumerWarpgroups * kHandoffConsumerRegisters) <=
-                  kNumThreads * kLaunchRegisters,
+static_assert(register_split_fits(kHandoffProducerRegisters, kHandoffConsumerRegisters),
               "the roles' registers must fit what the launch allocates to the CTA");
 
 // The epilogue warps' wait budget, in units of the launch's timeout: above the consumers' (they wait on them), so
@@ -138,12 +137,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     if (warpgroup == static_cast<int>(WarpgroupRole::kProducer)) {
         ptx::warpgroup_release_registers<kHandoffProducerRegisters>();
         if (threadIdx.x == 0) {
-            auto scheduler = Form::make_scheduler(params);
-            WaveSync waves(params.common.wave_counter, scheduler.num_tiles());
-            produce_tiles<Form>(params, scheduler, waves, pipe, waits.producer, kStageBytesA + kStageBytesB,
-                                [&](const Tile& tile, int k_block, uint32_t stage, uint64_t* full) {
-                                    Form::load(params, tile, k_block, smem.a[stage], smem.b[stage], full);
-                                });
+            run_producer<Form>(params, smem, pipe, waits.producer);
         } else if (threadIdx.x >= 32) {
             const device::WaitContext epilogue_wait{params.common.status, params.common.rank,
                                                     kEpilogueWaitBudgets * params.common.timeout_ns};

@@ -32,8 +32,12 @@ inline constexpr int kNumConsumerWarps = kNumConsumerWarpgroups * kThreadsPerWar
 inline constexpr uint32_t kLaunchRegisters = 64 * 1024 / kNumThreads / 8 * 8;  // per thread, in units of 8
 inline constexpr uint32_t kProducerRegisters = 40;
 inline constexpr uint32_t kConsumerRegisters = 232;
-static_assert(kThreadsPerWarpgroup * (kProducerRegisters + kNumConsumerWarpgroups * kConsumerRegisters) <=
-                  kNumThreads * kLaunchRegisters,
+// Whether a split of the launch's registers (the producer warpgroup's, each consumer warpgroup's) fits the CTA's
+// allocation.
+constexpr bool register_split_fits(uint32_t producer, uint32_t consumer) {
+    return kThreadsPerWarpgroup * (producer + kNumConsumerWarpgroups * consumer) <= kNumThreads * kLaunchRegisters;
+}
+static_assert(register_split_fits(kProducerRegisters, kConsumerRegisters),
               "the roles' registers must fit what the launch allocates to the CTA");
 
 inline constexpr int kBf16Bytes = 2;

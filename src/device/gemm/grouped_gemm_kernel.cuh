@@ -114,8 +114,10 @@ __device__ void produce_tiles(const typename Form::Params& params, Scheduler& sc
     }
 }
 
-template <class Form>
-__device__ void run_producer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
+// The producer thread of the arrangements whose stages each hold a whole tile's A and B block (`Storage` has the
+// stage arrays a and b): the cooperative kernel and the epilogue-warps one.
+template <class Form, class Storage, class Pipe>
+__device__ void run_producer(const typename Form::Params& params, Storage& smem, Pipe& pipe,
                              const device::WaitContext& wait_ctx) {
     auto scheduler = Form::make_scheduler(params);
     WaveSync waves(params.common.wave_counter, scheduler.num_tiles());
