@@ -313,7 +313,8 @@ std::vector<Form> forms(Problem& p) {
     };
     std::vector<Form> out;
     // The M-grouped forms in every arrangement that serves them (the cases of the others carry its suffix), each
-    // checked after a run of its own arrangement; the epilogue warps serve gate/up alone.
+    // checked after a run of its own arrangement; dgrad_down has no epilogue-warps form (its fp32 dh' does not fit
+    // the hand-off buffers).
     for (const gemm::Arrangement arrangement :
          {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong, gemm::Arrangement::kEpilogueWarps}) {
         const std::string suffix = arrangement == gemm::Arrangement::kPingPong        ? "_pingpong"
@@ -332,9 +333,6 @@ std::vector<Form> forms(Problem& p) {
                            return check_rows_against_weights(p, p.x.get(), p.w_gate.get(), p.gu.get(), 2 * p.width,
                                                              p.width, p.hidden);
                        }});
-        if (arrangement == gemm::Arrangement::kEpilogueWarps) {
-            continue;
-        }
         out.push_back({"down" + suffix,
                        kFlopsPerMultiplyAdd * m * hh * ii,
                        e * hh * ii * 2,
@@ -348,19 +346,21 @@ std::vector<Form> forms(Problem& p) {
                            return check_rows_against_weights(p, p.h.get(), p.w_down.get(), p.out.get(), p.hidden,
                                                              p.hidden, p.width);
                        }});
-        out.push_back({"dgrad_down_swiglu" + suffix,
-                       kFlopsPerMultiplyAdd * m * ii * hh,
-                       e * hh * ii * 2,
-                       {p.rows, p.width, p.hidden},
-                       [&p, launch, arrangement](cudaStream_t s) {
-                           check_status(
-                               gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
-                                                 p.dgu.get(), p.partials.get(), p.hidden, p.width},
-                                                launch(s, arrangement)));
-                           check_status(gemm::reduce_router_partials(
-                               p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
-                       },
-                       [&p]() { return check_dgrad_down(p); }});
+        if (arrangement != gemm::Arrangement::kEpilogueWarps) {
+            out.push_back({"dgrad_down_swiglu" + suffix,
+                           kFlopsPerMultiplyAdd * m * ii * hh,
+                           e * hh * ii * 2,
+                           {p.rows, p.width, p.hidden},
+                           [&p, launch, arrangement](cudaStream_t s) {
+                               check_status(
+                                   gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
+                                                     p.dgu.get(), p.partials.get(), p.hidden, p.width},
+                                                    launch(s, arrangement)));
+                               check_status(gemm::reduce_router_partials(
+                                   p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
+                           },
+                           [&p]() { return check_dgrad_down(p); }});
+        }
         out.push_back({"dgrad_gate_up" + suffix,
                        kFlopsPerMultiplyAdd * m * hh * 2 * ii,
                        e * 2 * ii * hh * 2,

@@ -21,28 +21,71 @@ struct RowStoreOutput {
     int32_t num_cols;        // N: valid columns
 };
 
+// Two passes of kStagingCols columns cover the accumulator's BLOCK_N.
+inline constexpr int kRowStorePasses = gemm::BLOCK_N / gemm::kStagingCols;
+inline constexpr int kRowStoreGroupsPerPass = gemm::kStagingCols / 8;
+
+// Stages pass `pass` of the warpgroup's accumulator, rounded to bf16.
+__device__ __forceinline__ void stage_row_store_pass(uint8_t* staging, const Fragment& f,
+                                                     const float (&acc)[gemm::kNumAccumulators], int pass) {
+    constexpr int kHalf = kRowStoreGroupsPerPass / 2;
+    const int first = pass * kRowStoreGroupsPerPass;
+    stage_fragment<kHalf>(staging, f, 0, [&](int i, int x) { return acc[(first + i) * 4 + x]; });
+    stage_fragment<kHalf>(staging, f, kHalf, [&](int i, int x) { return acc[(first + kHalf + i) * 4 + x]; });
+}
+
+// Stores a staged pass of rows [64 row_half, 64 row_half + 64) of the tile; `thread` is the caller's index among
+// the kThreads threads that store.
+template <int kThreads>
+__device__ __forceinline__ void store_row_store_pass(const RowStoreOutput& out, const gemm::Tile& tile,
+                                                     const uint8_t* staging, int row_half, int pass, int thread) {
+    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
+    const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
+    store_staged_rows<kThreads>(staging, thread, 0, kChunksPerRow, out.num_cols - col, out.out + col, out.ld,
+                                [&](int row) -> int32_t {
+                                    if (row >= rows_here) {
+                                        return -1;
+                                    }
+                                    return out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
+                                });
+}
+
+// The whole epilogue in the consumer warpgroup, a pass at a time through its staging buffer.
 __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, const gemm::Tile& tile,
                                                    const float (&acc)[gemm::kNumAccumulators], int row_half,
                                                    int thread_in_wg, const EpilogueContext& e) {
-    constexpr int kGroupsPerPass = gemm::kStagingCols / 8;
-    uint8_t* staging = e.staging;
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
-    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
 #pragma unroll
-    for (int pass = 0; pass < gemm::BLOCK_N / gemm::kStagingCols; ++pass) {
-        const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
-        stage_fragment<kGroupsPerPass>(staging, f, 0,
-                                       [&](int i, int x) { return acc[(pass * kGroupsPerPass + i) * 4 + x]; });
+    for (int pass = 0; pass < kRowStorePasses; ++pass) {
+        stage_row_store_pass(e.staging, f, acc, pass);
         staging_barrier(e.warpgroup);
-        store_staged_rows(staging, thread_in_wg, 0, kChunksPerRow, out.num_cols - col, out.out + col, out.ld,
-                          [&](int row) -> int32_t {
-                              if (row >= rows_here) {
-                                  return -1;
-                              }
-                              return out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
-                          });
+        store_row_store_pass<gemm::kThreadsPerWarpgroup>(out, tile, e.staging, row_half, pass, thread_in_wg);
         staging_barrier(e.warpgroup);
+    }
+}
+
+// The epilogue split between roles (the epilogue-warps arrangement): the consumer stages both passes into its
+// hand-off buffer ...
+inline constexpr int kRowStoreHandoffBytes = kRowStorePasses * gemm::kStagingBytesPerWarpgroup;
+
+__device__ __forceinline__ void stage_row_store(uint8_t* buffer, const float (&acc)[gemm::kNumAccumulators],
+                                                int thread_in_wg) {
+    const Fragment f = Fragment::of_thread(thread_in_wg);
+#pragma unroll
+    for (int pass = 0; pass < kRowStorePasses; ++pass) {
+        stage_row_store_pass(buffer + pass * gemm::kStagingBytesPerWarpgroup, f, acc, pass);
+    }
+}
+
+// ... and the kThreads epilogue threads store them while the consumer runs its next K loop.
+template <int kThreads>
+__device__ __forceinline__ void store_row_store(const RowStoreOutput& out, const gemm::Tile& tile,
+                                                const uint8_t* buffer, int row_half, int thread) {
+#pragma unroll 1
+    for (int pass = 0; pass < kRowStorePasses; ++pass) {
+        store_row_store_pass<kThreads>(out, tile, buffer + pass * gemm::kStagingBytesPerWarpgroup, row_half, pass,
+                                       thread);
     }
 }
 

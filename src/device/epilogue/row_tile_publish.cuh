@@ -1,7 +1,8 @@
 // Publishing a finished row tile (gemm::RowTilePublish): called by every consumer warpgroup after its tile's
 // epilogue stores; whoever stores the last part of a row tile publishes it. A part is an N tile in the
 // cooperative arrangement (both warpgroups store one together) and an N tile's row half in the ping-pong one
-// (one warpgroup of each of the cluster's two CTAs).
+// (one warpgroup of each of the cluster's two CTAs); in the epilogue-warps one the epilogue threads store an N tile's
+// both row halves.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,24 @@
 
 namespace mok::epilogue {
 
+// One thread counts a stored part of row tile tile.m_idx, after a barrier that ordered every storing thread's
+// stores before it; the part that completes the count publishes the row tile.
+__device__ __forceinline__ void count_row_tile_part(const gemm::RowTilePublish& p, const gemm::Tile& tile,
+                                                    uint32_t num_parts) {
+    // The fence makes the stores the barrier ordered visible at GPU scope before the count (the release half;
+    // cumulative over what the barrier ordered). The add is acq_rel: the CTA whose add completes the count acquires
+    // every other CTA's release, and its release store of the flag then publishes all of the row tile's stores to
+    // the push.
+    ptx::fence_acq_rel_gpu();
+    const uint32_t stored_before = ptx::atom_add_acq_rel_gpu(&p.tile_counts[tile.m_idx], 1);
+    if (stored_before + 1 == num_parts) {
+        ptx::st_release_gpu(&p.tile_ready[tile.m_idx], *p.sequence);
+    }
+}
+
 __device__ __forceinline__ void publish_row_tile(const gemm::RowTilePublish& p, const gemm::Tile& tile,
                                                  uint32_t num_n_tiles, int thread_in_wg, const EpilogueContext& e) {
-    // Every thread's stores of this part precede the barrier (bar.sync orders them within the CTA) ...
+    // Every thread's stores of this part precede the barrier (bar.sync orders them within the CTA).
     uint32_t num_parts = num_n_tiles;
     if (e.tile_per_warpgroup) {
         staging_barrier(e.warpgroup);
@@ -30,16 +46,19 @@ __device__ __forceinline__ void publish_row_tile(const gemm::RowTilePublish& p, 
             return;
         }
     }
-    if (thread_in_wg != 0) {
-        return;
+    if (thread_in_wg == 0) {
+        count_row_tile_part(p, tile, num_parts);
     }
-    // ... and the fence makes them visible at GPU scope before the count (the release half; cumulative over what
-    // the barrier ordered). The add is acq_rel: the CTA whose add completes the count acquires every other CTA's
-    // release, and its release store of the flag then publishes all of the row tile's stores to the push.
-    ptx::fence_acq_rel_gpu();
-    const uint32_t stored_before = ptx::atom_add_acq_rel_gpu(&p.tile_counts[tile.m_idx], 1);
-    if (stored_before + 1 == num_parts) {
-        ptx::st_release_gpu(&p.tile_ready[tile.m_idx], *p.sequence);
+}
+
+// The epilogue-warps arrangement: the epilogue threads stored both row halves of the N tile; they meet, and one
+// counts the part.
+__device__ __forceinline__ void publish_row_tile_from_epilogue_warps(const gemm::RowTilePublish& p,
+                                                                     const gemm::Tile& tile, uint32_t num_n_tiles,
+                                                                     int thread) {
+    ptx::named_barrier_sync(static_cast<uint32_t>(gemm::NamedBarrier::kEpilogueWarps), gemm::kEpilogueThreads);
+    if (thread == 0) {
+        count_row_tile_part(p, tile, num_n_tiles);
     }
 }
 

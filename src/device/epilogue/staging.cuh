@@ -64,13 +64,13 @@ __device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment&
 // (negative to skip it); only chunks whose first column is below `num_cols` are stored (widths are multiples
 // of 8, so a chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored, staging chunk
 // chunk_begin going to column 0 of base. Every destination is looked up before the first store: dest_row may
-// read global memory (a row map), and a load issued after a store would wait for it.
-template <typename DestRowFn>
-__device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread_in_wg, int chunk_begin,
-                                                  int chunk_end, int num_cols, __nv_bfloat16* base, int64_t ld,
-                                                  DestRowFn&& dest_row) {
+// read global memory (a row map), and a load issued after a store would wait for it. `thread` is the caller's index
+// among the kThreads threads that store (a consumer warpgroup, or the epilogue warps).
+template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
+__device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
+                                                  int num_cols, __nv_bfloat16* base, int64_t ld, DestRowFn&& dest_row) {
     // Items (16-byte chunks) per thread, handled in batches of kBatch: a batch's lookups, then its stores.
-    constexpr int kMaxItems = gemm::WGMMA_M * kChunksPerRow / gemm::kThreadsPerWarpgroup;
+    constexpr int kMaxItems = (gemm::WGMMA_M * kChunksPerRow + kThreads - 1) / kThreads;
     constexpr int kBatch = 4;
     const int chunks_per_row = chunk_end - chunk_begin;
     const int num_chunks = gemm::WGMMA_M * chunks_per_row;
@@ -79,12 +79,12 @@ __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int th
         int32_t dest[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-            const int c = thread_in_wg + (first + j) * gemm::kThreadsPerWarpgroup;
+            const int c = thread + (first + j) * kThreads;
             dest[j] = c < num_chunks ? dest_row(c / chunks_per_row) : -1;
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-            const int c = thread_in_wg + (first + j) * gemm::kThreadsPerWarpgroup;
+            const int c = thread + (first + j) * kThreads;
             const int chunk = chunk_begin + c % chunks_per_row;
             const int col = (chunk - chunk_begin) * kElementsPerChunk;
             if (dest[j] >= 0 && col < num_cols) {

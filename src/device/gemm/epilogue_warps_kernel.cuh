@@ -20,8 +20,10 @@
 // A form supplies, besides what grouped_gemm_kernel.cuh lists:
 //   static constexpr int kHandoffBytes;                       one consumer's hand-off buffer
 //   static void handoff_stage(const Params&, const float (&acc)[...], uint8_t* buffer, int thread_in_wg);
-//   static void handoff_store(const Params&, const Tile&, const uint8_t* buffer, int row_half, int thread,
-//                             int num_threads);
+//   template <int kThreads>
+//   static void handoff_store(const Params&, const Tile&, const uint8_t* buffer, int row_half, int thread);
+// and, optionally, what the epilogue threads do once both of a tile's row halves are stored:
+//   static void handoff_finish(const Params&, const Tile&, int thread);
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,6 @@ namespace mok::gemm {
 // Three stages of 48 KiB and two 32 KiB hand-off buffers (208 KiB) fit where four stages and the 32 KiB staging
 // buffers did; a fourth stage would not.
 inline constexpr int kHandoffStages = 3;
-// The producer warpgroup's warps after the first, which issues the loads.
-inline constexpr int kEpilogueThreads = kThreadsPerWarpgroup - 32;
 
 // Register split (setmaxnreg): the producer warpgroup now runs the SwiGLU arithmetic a chunk at a time, the
 // consumers no longer do. setmaxnreg moves registers only within what the launch gave the CTA (384 x 168), so the
@@ -100,6 +100,11 @@ __device__ void run_handoff_consumer(const typename Form::Params& params, Handof
     }
 }
 
+template <class Form>
+concept FinishesHandoff = requires(const typename Form::Params& p, const Tile& t) {
+    Form::handoff_finish(p, t, 0);
+};
+
 // The epilogue warps: every tile's two row halves, in the consumers' order. A consumer that gave up (its error
 // recorded) makes the next wait here end at once (bounded_wait gives up once the launch has failed).
 template <class Form>
@@ -112,8 +117,11 @@ __device__ void run_epilogue_warps(const typename Form::Params& params, HandoffS
             if (!handoff.wait(wait_ctx, wg, tile_number)) {
                 return;
             }
-            Form::handoff_store(params, tile, smem.handoff[wg], wg, thread, kEpilogueThreads);
+            Form::template handoff_store<kEpilogueThreads>(params, tile, smem.handoff[wg], wg, thread);
             handoff.release(wg);
+        }
+        if constexpr (FinishesHandoff<Form>) {
+            Form::handoff_finish(params, tile, thread);
         }
     }
 }

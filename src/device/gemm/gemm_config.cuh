@@ -53,13 +53,19 @@ inline constexpr int kStagingCols = 128;
 inline constexpr int kStagingRowBytes = kStagingCols * kBf16Bytes;
 inline constexpr int kStagingBytesPerWarpgroup = WGMMA_M * kStagingRowBytes;
 
-// Named barrier ids: 0 is __syncthreads; each consumer warpgroup has its own for the epilogue, and the two
-// consumers share one for the K-block masking of weight-gradient tiles.
+// Named barrier ids: 0 is __syncthreads; each consumer warpgroup has its own for the epilogue, the two consumers
+// share one for the K-block masking of weight-gradient tiles, and the epilogue-warps arrangement's epilogue threads
+// have one for publishing a stored row tile.
 enum class NamedBarrier : uint32_t {
     kConsumer0Epilogue = 1,
     kConsumer1Epilogue = 2,
     kConsumersMask = 3,
+    kEpilogueWarps = 4,
 };
+
+// The epilogue-warps arrangement (epilogue_warps_kernel.cuh): the producer warpgroup's warps after the first, which
+// issues the loads, finish the consumers' epilogues.
+inline constexpr int kEpilogueThreads = kThreadsPerWarpgroup - 32;
 
 enum class WarpgroupRole : int {
     kProducer = 0,

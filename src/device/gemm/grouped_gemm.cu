@@ -128,6 +128,18 @@ Status prepare_forms() {
     return Status::ok();
 }
 
+// The same for the epilogue-warps kernels of the forms that split their epilogue.
+template <class... Forms>
+Status prepare_epilogue_warps_forms() {
+    MOK_RETURN_IF_ERROR(
+        (host::load_kernels<grouped_gemm_epilogue_warps_kernel<Forms>...>("grouped GEMM (epilogue warps)")));
+    for (const Status& raised :
+         {host::allow_max_dynamic_shared_memory<grouped_gemm_epilogue_warps_kernel<Forms>>()...}) {
+        MOK_RETURN_IF_ERROR(raised);
+    }
+    return Status::ok();
+}
+
 bool pingpong(const LaunchConfig& launch) {
     return launch.arrangement == Arrangement::kPingPong;
 }
@@ -239,7 +251,8 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
     }
     if (launch.arrangement == Arrangement::kEpilogueWarps) {
         if constexpr (!SplitsEpilogue<Form>) {
-            return Status::invalid_argument("launch.arrangement", "kEpilogueWarps serves gate_up_swiglu only");
+            return Status::invalid_argument(
+                "launch.arrangement", "kEpilogueWarps serves gate_up_swiglu, down_projection and dgrad_gate_up only");
         }
     }
     int device = 0;
@@ -276,9 +289,7 @@ Status load_kernels() {
                           WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
                           WeightGradDownForm<WeightGradMode::kAccumulate>>()));
         MOK_RETURN_IF_ERROR((prepare_pingpong_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm>(device)));
-        MOK_RETURN_IF_ERROR(
-            host::load_kernels<grouped_gemm_epilogue_warps_kernel<GateUpForm>>("grouped GEMM (epilogue warps)"));
-        MOK_RETURN_IF_ERROR(host::allow_max_dynamic_shared_memory<grouped_gemm_epilogue_warps_kernel<GateUpForm>>());
+        MOK_RETURN_IF_ERROR((prepare_epilogue_warps_forms<GateUpForm, DownForm, DgradGateUpForm>()));
         return load_row_op_kernels();
     });
 }

@@ -28,7 +28,7 @@ enum class Arrangement : int {
     kCooperative = 0,  // both consumer warpgroups of a CTA on one 128 x 256 tile
     kPingPong = 1,     // clusters of two CTAs, one row half each; a CTA's warpgroups take tiles in turn
     // The consumers hand each tile's bf16 results to the producer warpgroup's idle warps, which finish the epilogue
-    // during the next K loop (three stages instead of four). gate_up_swiglu only.
+    // during the next K loop (three stages instead of four). gate_up_swiglu, down_projection and dgrad_gate_up.
     kEpilogueWarps = 2,
 };
 

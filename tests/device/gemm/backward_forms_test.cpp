@@ -61,6 +61,21 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
     run(0);
     const std::vector<Bf16> dgu = d_dgu.download();
     const std::vector<float> dw = d_dw.download();
+    // dgrad_down's epilogue does not split: asked for the epilogue warps, it refuses, naming the argument, and
+    // writes nothing.
+    {
+        d_dgu.fill_bytes(kPoisonByte);
+        const gemm::DgradDownArgs args{d_rows.view(),        as_device_bf16(d_dy), as_device_bf16(d_w),
+                                       as_device_bf16(d_gu), d_weight.get(),       as_device_bf16(d_dgu),
+                                       d_partials.get(),     shape.hidden,         shape.width};
+        const Status s = gemm::dgrad_down(args, launch_with(status.get(), 0, gemm::Arrangement::kEpilogueWarps));
+        EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+        EXPECT_NE(s.message().find("launch.arrangement"), std::string::npos) << s.to_string();
+        MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+        for (const Bf16 v : d_dgu.download()) {
+            ASSERT_TRUE(is_poison(v)) << "a refused launch wrote its output";
+        }
+    }
 
     const std::vector<int32_t> check = rows_to_check(rows, I * H, rng);
     std::vector<double> dhp64(check.size() * I);
@@ -206,6 +221,10 @@ void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     for (int num_sms : kPingPongSmCounts) {
         run(num_sms, gemm::Arrangement::kPingPong);
         EXPECT_EQ(d_out.download(), out) << "ping-pong on " << num_sms << " SMs";
+    }
+    for (int num_sms : {0, 3}) {
+        run(num_sms, gemm::Arrangement::kEpilogueWarps);
+        EXPECT_EQ(d_out.download(), out) << "epilogue warps on " << num_sms << " SMs";
     }
 }
 

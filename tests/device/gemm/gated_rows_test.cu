@@ -115,7 +115,7 @@ class GatedRows : public ::testing::Test {
     // two row halves), tiles past the used rows stay untouched, and the outputs are the bits of a run that publishes
     // nothing.
     void check_publication(gemm::Arrangement arrangement) {
-        SCOPED_TRACE(arrangement == gemm::Arrangement::kPingPong ? "ping-pong" : "cooperative");
+        SCOPED_TRACE(name_of(arrangement));
         const DeviceRowSpace d_rows(rows_);
         std::mt19937_64 rng(kSeed + 1);
         constexpr int32_t kOutCols = 600;  // H: three N tiles, the last one partial
@@ -214,6 +214,7 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
 
 TEST_F(GatedRows, DownProjectionPublishesEveryRowTileOnceStored) {
     check_publication(gemm::Arrangement::kCooperative);
+    check_publication(gemm::Arrangement::kEpilogueWarps);
     check_publication(gemm::Arrangement::kPingPong);
 }
 

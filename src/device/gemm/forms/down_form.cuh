@@ -63,6 +63,28 @@ struct DownForm {
             epilogue::publish_row_tile(p.publish, t, num_n_tiles, thread_in_wg, e);
         }
     }
+
+    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh): the consumer stages its bf16 rows into a hand-off
+    // buffer, the epilogue warps store them and, once both row halves of the N tile are stored, publish it.
+    static constexpr int kHandoffBytes = epilogue::kRowStoreHandoffBytes;
+
+    __device__ static void handoff_stage(const Params&, const float (&acc)[kNumAccumulators], uint8_t* buffer,
+                                         int thread_in_wg) {
+        epilogue::stage_row_store(buffer, acc, thread_in_wg);
+    }
+
+    template <int kThreads>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) {
+        epilogue::store_row_store<kThreads>(p.out, t, buffer, row_half, thread);
+    }
+
+    __device__ static void handoff_finish(const Params& p, const Tile& t, int thread) {
+        if (p.publish.tile_ready != nullptr) {
+            const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);
+            epilogue::publish_row_tile_from_epilogue_warps(p.publish, t, num_n_tiles, thread);
+        }
+    }
 };
 
 }  // namespace mok::gemm

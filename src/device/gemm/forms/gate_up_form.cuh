@@ -74,9 +74,10 @@ struct GateUpForm {
         epilogue::stage_swiglu(buffer, acc, thread_in_wg);
     }
 
+    template <int kThreads>
     __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
-                                         int thread, int num_threads) {
-        epilogue::store_swiglu(p.out, t, buffer, row_half, thread, num_threads);
+                                         int thread) {
+        epilogue::store_swiglu(p.out, t, buffer, row_half, thread, kThreads);
     }
 };
 
