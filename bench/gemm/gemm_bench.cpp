@@ -347,19 +347,19 @@ std::vector<Form> forms(Problem& p) {
                                                              p.hidden, p.width);
                        }});
         if (arrangement != gemm::Arrangement::kEpilogueWarps) {
-            out.push_back({"dgrad_down_swiglu" + suffix,
-                           kFlopsPerMultiplyAdd * m * ii * hh,
-                           e * hh * ii * 2,
-                           {p.rows, p.width, p.hidden},
-                           [&p, launch, arrangement](cudaStream_t s) {
-                               check_status(
-                                   gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
-                                                     p.dgu.get(), p.partials.get(), p.hidden, p.width},
-                                                    launch(s, arrangement)));
-                               check_status(gemm::reduce_router_partials(
-                                   p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
-                           },
-                           [&p]() { return check_dgrad_down(p); }});
+            out.push_back(
+                {"dgrad_down_swiglu" + suffix,
+                 kFlopsPerMultiplyAdd * m * ii * hh,
+                 e * hh * ii * 2,
+                 {p.rows, p.width, p.hidden},
+                 [&p, launch, arrangement](cudaStream_t s) {
+                     check_status(gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
+                                                    p.dgu.get(), p.partials.get(), p.hidden, p.width},
+                                                   launch(s, arrangement)));
+                     check_status(gemm::reduce_router_partials(
+                         p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
+                 },
+                 [&p]() { return check_dgrad_down(p); }});
         }
         out.push_back({"dgrad_gate_up" + suffix,
                        kFlopsPerMultiplyAdd * m * hh * 2 * ii,

@@ -46,16 +46,18 @@ struct LayerCase {
     const ModelPreset* model = nullptr;
     int64_t tokens = 0;
     int ep = 1;
-    std::string routing;        // "uniform" or "zipf"
-    int comm_sms = 0;           // Config::num_comm_sms_forward and _backward; 0: the library's choice
-    bool one_stream = false;    // the timed layer runs the one-stream order too (--one-stream)
-    bool gemm_pingpong = true;  // Config::gemm_pingpong (--gemm-cooperative adds cases with it off)
+    std::string routing;      // "uniform" or "zipf"
+    int comm_sms = 0;         // Config::num_comm_sms_forward and _backward; 0: the library's choice
+    bool one_stream = false;  // the timed layer runs the one-stream order too (--one-stream)
+    // Config::gemm_pingpong and gemm_epilogue_warps at their defaults, or both off (--gemm-cooperative adds cases
+    // with every GEMM in the cooperative arrangement).
+    bool gemm_arrangements = true;
 
     // A case at the library's choice of SMs keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
         const std::string sms = comm_sms > 0 ? "/comm" + std::to_string(comm_sms) : "";
         const std::string order = one_stream ? "/one-stream" : "";
-        const std::string arrangement = gemm_pingpong ? "" : "/cooperative";
+        const std::string arrangement = gemm_arrangements ? "" : "/cooperative";
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
                sms + order + arrangement + "/" + pass;
     }
@@ -188,7 +190,10 @@ class Rank {
         options.config.num_comm_sms_backward = c.comm_sms;
         // Recording stage times puts a layer on the one-stream order (docs/layer.md, section 2).
         options.config.record_stage_times = c.one_stream;
-        options.config.gemm_pingpong = c.gemm_pingpong;
+        if (!c.gemm_arrangements) {
+            options.config.gemm_pingpong = false;
+            options.config.gemm_epilogue_warps = false;
+        }
         size_t bytes = 0;
         check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
@@ -323,7 +328,8 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("routing", c.routing)
         .set("comm_sms", c.comm_sms)
         .set("one_stream", c.one_stream)
-        .set("gemm_pingpong", c.gemm_pingpong)
+        .set("gemm_pingpong", c.gemm_arrangements && Config{}.gemm_pingpong)
+        .set("gemm_epilogue_warps", c.gemm_arrangements && Config{}.gemm_epilogue_warps)
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
@@ -450,9 +456,9 @@ void print_usage() {
         "  --one-stream      time the one-stream order instead of the pipelined one (every kernel after the one\n"
         "                    before it): for profilers that serialise kernels, under which a GEMM waiting for\n"
         "                    the dispatch's rows would time out; adds /one-stream to the case names\n"
-        "  --gemm-cooperative  also time each case with Config::gemm_pingpong off (dgrad_down in the\n"
-        "                      cooperative arrangement, docs/gemm.md); those cases carry /cooperative in\n"
-        "                      their names\n",
+        "  --gemm-cooperative  also time each case with Config::gemm_pingpong and gemm_epilogue_warps off\n"
+        "                      (every GEMM in the cooperative arrangement, docs/gemm.md); those cases carry\n"
+        "                      /cooperative in their names\n",
         common_options_help().c_str());
 }
 

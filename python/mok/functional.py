@@ -25,6 +25,7 @@ class Config:
     schedule_capacity_factor: float = _DEFAULTS[4]
     peer_timeout_ms: int = _DEFAULTS[5]
     gemm_pingpong: bool = _DEFAULTS[6]
+    gemm_epilogue_warps: bool = _DEFAULTS[7]
 
 
 def resolve_device(backend: str, device) -> torch.device:
@@ -92,6 +93,7 @@ class Layer:
             config.schedule_capacity_factor,
             config.peer_timeout_ms,
             config.gemm_pingpong,
+            config.gemm_epilogue_warps,
             backend,
             self.device,
             0 if communicator is None else communicator.id,

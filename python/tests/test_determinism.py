@@ -26,6 +26,7 @@ def test_repeat_runs(seed):
         mok.Config(minibatch_rows=256, ring_rows=1024, schedule_capacity_factor=8.0),
         mok.Config(num_comm_sms_forward=3, num_comm_sms_backward=5, peer_timeout_ms=100),
         mok.Config(gemm_pingpong=False),
+        mok.Config(gemm_epilogue_warps=False),
     ],
 )
 def test_every_config(config, seed):

@@ -22,17 +22,17 @@ gemm::WeightGradMode weight_grad_mode(const BackwardArgs& args) {
 
 Status routed_gate_up(const RankGemms& g, const RankInputs& in) {
     const ContextBuffers& c = g.context;
-    return timed(
-        g, "gate_up_swiglu",
-        gemm::gate_up_swiglu(
-            {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width}, g.launch));
+    return timed(g, "gate_up_swiglu",
+                 gemm::gate_up_swiglu(
+                     {g.routed, c.x_rows, bf16(in.experts.gate), bf16(in.experts.up), c.gu, c.h, g.hidden, g.width},
+                     g.split_epilogue_launch()));
 }
 
 Status routed_down(const RankGemms& g, const RankInputs& in) {
     return timed(g, "down",
                  gemm::down_projection({g.routed, g.context.h, bf16(in.experts.down), g.scratch.out_rows, g.hidden,
                                         nullptr, g.hidden, g.width, g.publish},
-                                       g.launch));
+                                       g.split_epilogue_launch()));
 }
 
 Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs) {
@@ -44,12 +44,12 @@ Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outpu
         MOK_RETURN_IF_ERROR(timed(g, "shared_gate_up_swiglu",
                                   gemm::gate_up_swiglu({g.shared, s.dense_x, bf16(w.gate), bf16(w.up), c.shared_gu[e],
                                                         c.shared_h[e], g.hidden, width},
-                                                       g.launch)));
+                                                       g.split_epilogue_launch())));
         if (outputs) {
             MOK_RETURN_IF_ERROR(timed(g, "shared_down",
                                       gemm::down_projection({g.shared, c.shared_h[e], bf16(w.down), s.shared_out[e],
                                                              g.hidden, nullptr, g.hidden, width},
-                                                            g.launch)));
+                                                            g.split_epilogue_launch())));
         }
     }
     return Status::ok();
@@ -84,7 +84,7 @@ Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const Bac
     MOK_RETURN_IF_ERROR(timed(g, "dgrad_gate_up",
                               gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up),
                                                    s.out_rows, g.hidden, nullptr, g.hidden, g.width},
-                                                  g.launch)));
+                                                  g.split_epilogue_launch())));
     return Status::ok();
 }
 
@@ -110,7 +110,7 @@ Status shared_backward_dgrads(const RankGemms& g, const RankInputs& in) {
         MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
                                   gemm::dgrad_gate_up({g.shared, s.shared_dgu[e], bf16(w.gate), bf16(w.up),
                                                        s.shared_out[e], g.hidden, nullptr, g.hidden, width},
-                                                      g.launch)));
+                                                      g.split_epilogue_launch())));
     }
     return Status::ok();
 }

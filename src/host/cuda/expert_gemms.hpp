@@ -26,13 +26,23 @@ struct RankGemms {
     const float* shared_row_weight = nullptr;  // [T_pad] ones
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
     gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
-    // The dgrad_down launches' arrangement (Config::gemm_pingpong); every other GEMM runs cooperatively.
+    // The dgrad_down launches' arrangement (Config::gemm_pingpong); the weight gradients run cooperatively.
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
+
+    // The arrangement of the forms whose epilogue splits -- gate/up, down and dgrad_gate_up, routed and shared
+    // (Config::gemm_epilogue_warps).
+    gemm::Arrangement split_epilogue_arrangement = gemm::Arrangement::kCooperative;
 
     // `launch` with the dgrad_down launches' arrangement.
     gemm::LaunchConfig dgrad_down_launch() const {
         gemm::LaunchConfig l = launch;
         l.arrangement = dgrad_down_arrangement;
+        return l;
+    }
+    // `launch` with the arrangement of the forms whose epilogue splits.
+    gemm::LaunchConfig split_epilogue_launch() const {
+        gemm::LaunchConfig l = launch;
+        l.arrangement = split_epilogue_arrangement;
         return l;
     }
 };
