@@ -97,6 +97,57 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
     }
 }
 
+// Fresh mode in the epilogue-warps arrangement (gemm/epilogue_warps_kernel.cuh): the consumer rounds its whole
+// 64 x 256 slice into its hand-off buffer at once, as the kFreshBoxes boxes above side by side (32 KiB, the same
+// swizzled layout), and goes on to its next K loop; one epilogue thread stores the boxes. No staging half is
+// waited for and no named barrier is met between boxes: the buffer is free once the hand-off says so.
+inline constexpr int kFreshHandoffBytes = kFreshBoxes * static_cast<int>(kFreshBoxBytes);
+
+__device__ __forceinline__ void stage_fresh_weight_grad(const gemm::Tile& tile,
+                                                        const float (&acc)[gemm::kNumAccumulators], uint8_t* buffer,
+                                                        int thread_in_wg) {
+    constexpr int kGroupsPerBox = kFreshBoxCols / 8;
+    const Fragment f = Fragment::of_thread(thread_in_wg);
+    // An expert without rows ran no K loop: its gradient is zeros, whatever the accumulator holds.
+    const bool has_rows = tile.num_rows > 0;
+#pragma unroll
+    for (int box = 0; box < kFreshBoxes; ++box) {
+        uint8_t* box_base = buffer + box * kFreshBoxBytes;
+#pragma unroll
+        for (int i = 0; i < kGroupsPerBox; ++i) {
+            const int group = box * kGroupsPerBox + i;
+#pragma unroll
+            for (int row_half = 0; row_half < 2; ++row_half) {
+                const float lo = has_rows ? acc[group * 4 + row_half * 2] : 0.0f;
+                const float hi = has_rows ? acc[group * 4 + row_half * 2 + 1] : 0.0f;
+                *reinterpret_cast<uint32_t*>(box_base + fresh_box_offset(f.row + row_half * 8, i, f)) =
+                    pack_bf16x2(lo, hi);
+            }
+        }
+    }
+    // The values are generic-proxy writes that the epilogue thread's TMA stores (async proxy) read; the hand-off's
+    // release/acquire then orders them before those stores.
+    ptx::fence_proxy_async_shared_cta();
+}
+
+// The epilogue thread `thread` == 0 stores warpgroup `wg`'s boxes and returns once the stores have read the buffer,
+// so that the hand-off may give it back to the consumer. The global writes drain on their own.
+__device__ __forceinline__ void store_fresh_handoff(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                    const uint8_t* buffer, int wg, int thread) {
+    if (thread != 0) {
+        return;
+    }
+    const int32_t first_row = row_begin + wg * gemm::WGMMA_M;
+    const int32_t first_col = tile.n_idx * gemm::BLOCK_N;
+#pragma unroll
+    for (int box = 0; box < kFreshBoxes; ++box) {
+        ptx::tma_store_3d(&out.map, first_col + box * kFreshBoxCols, first_row, tile.expert,
+                          buffer + box * kFreshBoxBytes);
+    }
+    ptx::bulk_commit_group();
+    ptx::bulk_wait_group_read<0>();
+}
+
 // Accumulate mode: main_grad += the tile's sum, fp32, in place, through TMA. A warpgroup's 64 x 256 slice of
 // the tile moves in kAccumulateBoxes boxes of 64 rows x 32 columns: 128-byte rows, the swizzle width, so the
 // fragment's float2 accesses in shared memory are free of bank conflicts. The staging buffer holds two boxes:

@@ -19,7 +19,8 @@
 //
 // A form supplies, besides what grouped_gemm_kernel.cuh lists:
 //   static constexpr int kHandoffBytes;                       one consumer's hand-off buffer
-//   static void handoff_stage(const Params&, const float (&acc)[...], uint8_t* buffer, int thread_in_wg);
+//   static void handoff_stage(const Params&, const Tile&, const float (&acc)[...], uint8_t* buffer,
+//                             int thread_in_wg);
 //   template <int kThreads>
 //   static void handoff_store(const Params&, const Tile&, const uint8_t* buffer, int row_half, int thread);
 // and, optionally, what the epilogue threads do once both of a tile's row halves are stored:
@@ -95,7 +96,7 @@ __device__ void run_handoff_consumer(const typename Form::Params& params, Handof
         if (!handoff.acquire(wait_ctx, wg, tile_number)) {
             return;
         }
-        Form::handoff_stage(params, acc, smem.handoff[wg], thread_in_wg);
+        Form::handoff_stage(params, tile, acc, smem.handoff[wg], thread_in_wg);
         handoff.commit(wg);
     }
 }
@@ -129,7 +130,8 @@ __device__ void run_epilogue_warps(const typename Form::Params& params, HandoffS
 template <class Form>
 __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_epilogue_warps_kernel(const __grid_constant__ typename Form::Params params) {
-    static_assert(!Form::kMaskKTail, "the epilogue-warps arrangement serves the M-grouped forms");
+    // The consumers run no begin_tile (accumulate mode's, whose slice would not fit a hand-off buffer anyway).
+    static_assert(!HasTileBegin<Form>, "the epilogue-warps arrangement serves forms without a tile prologue");
     extern __shared__ uint8_t smem_raw[];
     HandoffStorageOf<Form>& smem = handoff_storage<Form>(smem_raw);
     HandoffPipeline pipe(smem.pipeline);

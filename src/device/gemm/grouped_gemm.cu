@@ -235,10 +235,12 @@ Status launch_pingpong_form(const typename Form::Params& params, const LaunchCon
                        "launching a ping-pong grouped GEMM");
 }
 
-// The forms whose epilogue splits into a consumer's half and the epilogue warps' half (epilogue_warps_kernel.cuh).
+// The forms whose epilogue splits into a consumer's half and the epilogue warps' half (epilogue_warps_kernel.cuh):
+// those with a hand-off buffer.
 template <class Form>
 concept SplitsEpilogue = requires {
-    Form::kHandoffBytes;
+    requires Form::kHandoffBytes >
+    0;
 };
 
 template <class Form>
@@ -251,8 +253,9 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
     }
     if (launch.arrangement == Arrangement::kEpilogueWarps) {
         if constexpr (!SplitsEpilogue<Form>) {
-            return Status::invalid_argument(
-                "launch.arrangement", "kEpilogueWarps serves gate_up_swiglu, down_projection and dgrad_gate_up only");
+            return Status::invalid_argument("launch.arrangement",
+                                            "kEpilogueWarps serves gate_up_swiglu, down_projection, dgrad_gate_up and "
+                                            "the fresh weight gradients only");
         }
     }
     int device = 0;
@@ -289,7 +292,9 @@ Status load_kernels() {
                           WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
                           WeightGradDownForm<WeightGradMode::kAccumulate>>()));
         MOK_RETURN_IF_ERROR((prepare_pingpong_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm>(device)));
-        MOK_RETURN_IF_ERROR((prepare_epilogue_warps_forms<GateUpForm, DownForm, DgradGateUpForm>()));
+        MOK_RETURN_IF_ERROR((prepare_epilogue_warps_forms<GateUpForm, DownForm, DgradGateUpForm,
+                                                          WeightGradGateUpForm<WeightGradMode::kFresh>,
+                                                          WeightGradDownForm<WeightGradMode::kFresh>>()));
         return load_row_op_kernels();
     });
 }

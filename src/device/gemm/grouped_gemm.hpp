@@ -21,14 +21,15 @@
 
 namespace mok::gemm {
 
-// How a launch of an M-grouped form (gate/up, down, and their dgrads) shares work out (docs/gemm.md, "Next:
-// overlapping the epilogue"). The results are the same bits either way; the weight gradients always run
-// cooperatively.
+// How a launch shares work out among a CTA's warps (docs/gemm.md, "Next: overlapping the epilogue"). The results
+// are the same bits either way. A form an arrangement does not serve runs cooperatively under kPingPong (the weight
+// gradients) and is refused under kEpilogueWarps.
 enum class Arrangement : int {
     kCooperative = 0,  // both consumer warpgroups of a CTA on one 128 x 256 tile
     kPingPong = 1,     // clusters of two CTAs, one row half each; a CTA's warpgroups take tiles in turn
     // The consumers hand each tile's bf16 results to the producer warpgroup's idle warps, which finish the epilogue
-    // during the next K loop (three stages instead of four). gate_up_swiglu, down_projection and dgrad_gate_up.
+    // during the next K loop (three stages instead of four). gate_up_swiglu, down_projection, dgrad_gate_up and the
+    // weight gradients in fresh mode.
     kEpilogueWarps = 2,
 };
 

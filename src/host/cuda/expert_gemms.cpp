@@ -18,6 +18,12 @@ gemm::WeightGradMode weight_grad_mode(const BackwardArgs& args) {
     return args.grad_mode == GradMode::kFresh ? gemm::WeightGradMode::kFresh : gemm::WeightGradMode::kAccumulate;
 }
 
+// A weight gradient's launch: fresh mode splits its epilogue like the row forms; accumulate mode, whose fp32 slice
+// does not fit a hand-off buffer, runs cooperatively.
+gemm::LaunchConfig weight_grad_launch(const RankGemms& g, gemm::WeightGradMode mode) {
+    return mode == gemm::WeightGradMode::kFresh ? g.split_epilogue_launch() : g.launch;
+}
+
 }  // namespace
 
 Status routed_gate_up(const RankGemms& g, const RankInputs& in) {
@@ -80,7 +86,7 @@ Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const Bac
     MOK_RETURN_IF_ERROR(
         timed(g, "weight_grad_down",
               gemm::weight_grad_down({g.routed, s.out_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width},
-                                     g.launch)));
+                                     weight_grad_launch(g, mode))));
     MOK_RETURN_IF_ERROR(timed(g, "dgrad_gate_up",
                               gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up),
                                                    s.out_rows, g.hidden, nullptr, g.hidden, g.width},
@@ -92,7 +98,7 @@ Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args) 
     return timed(g, "weight_grad_gate_up",
                  gemm::weight_grad_gate_up({g.routed, g.scratch.dgu, g.context.x_rows, args.d_experts.gate.data,
                                             args.d_experts.up.data, weight_grad_mode(args), g.hidden, g.width},
-                                           g.launch));
+                                           weight_grad_launch(g, weight_grad_mode(args))));
 }
 
 // Shared experts, router weight 1: their scaled dy is dy itself (bf16(1 * v) = v), so dW_down reads dy.
@@ -122,14 +128,14 @@ Status shared_weight_grads(const RankGemms& g, const BackwardArgs& args) {
     for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeightGrads& d = args.d_shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
-        MOK_RETURN_IF_ERROR(
-            timed(g, "shared_weight_grad_down",
-                  gemm::weight_grad_down(
-                      {g.shared_gated, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width}, g.launch)));
+        MOK_RETURN_IF_ERROR(timed(
+            g, "shared_weight_grad_down",
+            gemm::weight_grad_down({g.shared_gated, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
+                                   weight_grad_launch(g, mode))));
         MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_gate_up",
                                   gemm::weight_grad_gate_up({g.shared_gated, s.shared_dgu[e], s.dense_x, d.gate.data,
                                                              d.up.data, mode, g.hidden, width},
-                                                            g.launch)));
+                                                            weight_grad_launch(g, mode))));
     }
     return Status::ok();
 }

@@ -115,7 +115,7 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
     DeviceBuffer<uint16_t> d_gate16(num_fresh), d_up16(num_fresh), d_down16(num_fresh);
     DeviceBuffer<float> d_gate32(initial_gate), d_up32(initial_up), d_down32(initial_down);
     DeviceStatusRecord status;
-    auto run = [&](int num_sms) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
         if (fresh) {
             d_gate16.fill_bytes(kPoisonByte);
             d_up16.fill_bytes(kPoisonByte);
@@ -133,7 +133,7 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
                                            mode,
                                            shape.hidden,
                                            shape.width};
-        Status s = gemm::weight_grad_gate_up(gate_up, launch_with(status.get(), num_sms));
+        Status s = gemm::weight_grad_gate_up(gate_up, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         gemm::WeightGradDownArgs down{d_rows.view(),
                                       as_device_bf16(d_dys),
@@ -142,7 +142,7 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
                                       mode,
                                       shape.hidden,
                                       shape.width};
-        s = gemm::weight_grad_down(down, launch_with(status.get(), num_sms));
+        s = gemm::weight_grad_down(down, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
         ASSERT_EQ(status.read().code, 0);
@@ -160,6 +160,14 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
         EXPECT_EQ(d_gate16.download(), gate16);
         EXPECT_EQ(d_up16.download(), up16);
         EXPECT_EQ(d_down16.download(), down16);
+        // The epilogue-warps arrangement: the cooperative kernel's bits, on all SMs and on a few.
+        for (int num_sms : {0, 3}) {
+            SCOPED_TRACE(std::string("epilogue warps on ") + std::to_string(num_sms) + " SMs");
+            run(num_sms, gemm::Arrangement::kEpilogueWarps);
+            EXPECT_EQ(d_gate16.download(), gate16);
+            EXPECT_EQ(d_up16.download(), up16);
+            EXPECT_EQ(d_down16.download(), down16);
+        }
     } else {
         const auto again = d_down32.download();
         EXPECT_EQ(0, std::memcmp(again.data(), down32.data(), again.size() * sizeof(float)));
@@ -180,6 +188,42 @@ TEST(GroupedGemmWeightGrad, Fresh) {
             check_weight_grads(shape, values, gemm::WeightGradMode::kFresh, seed++);
         }
     }
+}
+
+// Accumulate mode's fp32 slice does not fit a hand-off buffer: asked for the epilogue warps, both weight gradients
+// refuse, naming the argument, and leave main_grad as it was.
+TEST(GroupedGemmWeightGrad, EpilogueWarpsRefuseAccumulateMode) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    const GemmShape shape = test_shapes(264)[1];
+    std::mt19937_64 rng(11);
+    const RowSpace rows = make_row_space(shape.rows_per_expert);
+    const int64_t H = shape.hidden;
+    const int64_t I = shape.width;
+    const int64_t E = rows.num_experts();
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dgu(random_rows(rows, 2 * I, Values::kExact, 1, rng));
+    DeviceBuffer<Bf16> d_x(random_rows(rows, H, Values::kExact, 1, rng));
+    DeviceBuffer<Bf16> d_h(random_rows(rows, I, Values::kExact, 1, rng));
+    const std::vector<float> initial(static_cast<size_t>(E * I * H), 0.25f);
+    DeviceBuffer<float> d_gate(initial), d_up(initial), d_down(initial);
+    DeviceStatusRecord status;
+    const gemm::LaunchConfig launch = launch_with(status.get(), 0, gemm::Arrangement::kEpilogueWarps);
+    Status s = gemm::weight_grad_gate_up({d_rows.view(), as_device_bf16(d_dgu), as_device_bf16(d_x), d_gate.get(),
+                                          d_up.get(), gemm::WeightGradMode::kAccumulate, shape.hidden, shape.width},
+                                         launch);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("launch.arrangement"), std::string::npos) << s.to_string();
+    s = gemm::weight_grad_down({d_rows.view(), as_device_bf16(d_x), as_device_bf16(d_h), d_down.get(),
+                                gemm::WeightGradMode::kAccumulate, shape.hidden, shape.width},
+                               launch);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("launch.arrangement"), std::string::npos) << s.to_string();
+    MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+    EXPECT_EQ(d_gate.download(), initial);
+    EXPECT_EQ(d_up.download(), initial);
+    EXPECT_EQ(d_down.download(), initial);
 }
 
 TEST(GroupedGemmWeightGrad, AccumulateIntoMainGrad) {

@@ -68,8 +68,8 @@ struct DownForm {
     // buffer, the epilogue warps store them and, once both row halves of the N tile are stored, publish it.
     static constexpr int kHandoffBytes = epilogue::kRowStoreHandoffBytes;
 
-    __device__ static void handoff_stage(const Params&, const float (&acc)[kNumAccumulators], uint8_t* buffer,
-                                         int thread_in_wg) {
+    __device__ static void handoff_stage(const Params&, const Tile&, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer, int thread_in_wg) {
         epilogue::stage_row_store(buffer, acc, thread_in_wg);
     }
 

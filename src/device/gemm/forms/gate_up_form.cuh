@@ -69,8 +69,8 @@ struct GateUpForm {
     // buffer of kHandoffBytes, and the epilogue warps store them and h.
     static constexpr int kHandoffBytes = epilogue::kSwigluHandoffBytes;
 
-    __device__ static void handoff_stage(const Params&, const float (&acc)[kNumAccumulators], uint8_t* buffer,
-                                         int thread_in_wg) {
+    __device__ static void handoff_stage(const Params&, const Tile&, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer, int thread_in_wg) {
         epilogue::stage_swiglu(buffer, acc, thread_in_wg);
     }
 

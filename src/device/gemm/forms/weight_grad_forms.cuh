@@ -92,6 +92,24 @@ struct WeightGradGateUpForm {
         const epilogue::WeightGradOutput& out = output_of(p, t, m);
         epilogue::weight_grad_epilogue<kMode>(out, t, m, acc, row_half, thread_in_wg, e);
     }
+
+    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh), fresh mode only -- accumulate mode's fp32 slice is
+    // twice a hand-off buffer: the consumer stages its bf16 boxes, an epilogue thread stores them by TMA.
+    static constexpr int kHandoffBytes = kMode == epilogue::WeightGradMode::kFresh ? epilogue::kFreshHandoffBytes : 0;
+
+    __device__ static void handoff_stage(const Params&, const Tile& t, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer,
+                                         int thread_in_wg) requires(kMode == epilogue::WeightGradMode::kFresh) {
+        epilogue::stage_fresh_weight_grad(t, acc, buffer, thread_in_wg);
+    }
+
+    template <int kThreads>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) requires(kMode == epilogue::WeightGradMode::kFresh) {
+        int m = 0;
+        const epilogue::WeightGradOutput& out = output_of(p, t, m);
+        epilogue::store_fresh_handoff(out, t, m, buffer, row_half, thread);
+    }
 };
 
 template <epilogue::WeightGradMode kMode>
@@ -147,6 +165,22 @@ struct WeightGradDownForm {
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, row_half, thread_in_wg, e);
+    }
+
+    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh), fresh mode only -- accumulate mode's fp32 slice is
+    // twice a hand-off buffer: the consumer stages its bf16 boxes, an epilogue thread stores them by TMA.
+    static constexpr int kHandoffBytes = kMode == epilogue::WeightGradMode::kFresh ? epilogue::kFreshHandoffBytes : 0;
+
+    __device__ static void handoff_stage(const Params&, const Tile& t, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer,
+                                         int thread_in_wg) requires(kMode == epilogue::WeightGradMode::kFresh) {
+        epilogue::stage_fresh_weight_grad(t, acc, buffer, thread_in_wg);
+    }
+
+    template <int kThreads>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) requires(kMode == epilogue::WeightGradMode::kFresh) {
+        epilogue::store_fresh_handoff(p.d_down, t, t.m_idx * BLOCK_M, buffer, row_half, thread);
     }
 };
 
