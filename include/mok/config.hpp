@@ -54,9 +54,10 @@ struct Config {
     // one's K loop (docs/gemm.md: 1.00-1.10x the cooperative arrangement for that GEMM). false runs it
     // cooperatively like every other GEMM. Changes no result.
     bool gemm_pingpong = true;
-    // Runs the routed and shared experts' gate/up, down and dgrad_gate_up in the epilogue-warps arrangement: the
-    // consumers hand each tile to the producer warpgroup's idle warps, which store it (and, for gate/up, compute h)
-    // while the next tile's K loop runs (docs/gemm.md). false runs them cooperatively. Changes no result.
+    // Runs the routed and shared experts' gate/up, down, dgrad_gate_up and fresh weight gradients in the
+    // epilogue-warps arrangement: the consumers hand each tile to the producer warpgroup's idle warps, which store it
+    // (and, for gate/up, compute h) while the next tile's K loop runs (docs/gemm.md). false runs them cooperatively.
+    // Changes no result.
     bool gemm_epilogue_warps = true;
 };
 

@@ -29,7 +29,8 @@ struct RankGemms {
     // The dgrad_down launches' arrangement (Config::gemm_pingpong); the weight gradients run cooperatively.
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
 
-    // The arrangement of the forms whose epilogue splits -- gate/up, down and dgrad_gate_up, routed and shared
+    // The arrangement of the forms whose epilogue splits -- gate/up, down, dgrad_gate_up and the weight gradients in
+    // fresh mode, routed and shared
     // (Config::gemm_epilogue_warps).
     gemm::Arrangement split_epilogue_arrangement = gemm::Arrangement::kCooperative;
 
