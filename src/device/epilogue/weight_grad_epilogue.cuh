@@ -61,10 +61,26 @@ __device__ __forceinline__ uint32_t fresh_box_offset(int row, int group, const F
            static_cast<uint32_t>(f.col * gemm::kBf16Bytes);
 }
 
+// The fragment's part of fresh box `box` (columns [64 box, 64 box + 64) of the warpgroup's slice), rounded to bf16
+// into `box_base` in the box's swizzled layout; zeros where the tile has no rows.
+__device__ __forceinline__ void stage_fresh_box(uint8_t* box_base, const Fragment& f,
+                                                const float (&acc)[gemm::kNumAccumulators], int box, bool has_rows) {
+    constexpr int kGroupsPerBox = kFreshBoxCols / 8;
+#pragma unroll
+    for (int i = 0; i < kGroupsPerBox; ++i) {
+        const int group = box * kGroupsPerBox + i;
+#pragma unroll
+        for (int row_half = 0; row_half < 2; ++row_half) {
+            const float lo = has_rows ? acc[group * 4 + row_half * 2] : 0.0f;
+            const float hi = has_rows ? acc[group * 4 + row_half * 2 + 1] : 0.0f;
+            *reinterpret_cast<uint32_t*>(box_base + fresh_box_offset(f.row + row_half * 8, i, f)) = pack_bf16x2(lo, hi);
+        }
+    }
+}
+
 __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
                                                         int row_begin, const float (&acc)[gemm::kNumAccumulators],
                                                         int wg, int thread_in_wg, const EpilogueContext& e) {
-    constexpr int kGroupsPerBox = kFreshBoxCols / 8;
     const Fragment f = Fragment::of_thread(thread_in_wg);
     const int32_t first_row = row_begin + wg * gemm::WGMMA_M;
     const int32_t first_col = tile.n_idx * gemm::BLOCK_N;
@@ -77,16 +93,7 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
             ptx::bulk_wait_group_read<kStagingHalves - 1>();
         }
         staging_barrier(e.warpgroup);
-#pragma unroll
-        for (int i = 0; i < kGroupsPerBox; ++i) {
-            const int group = box * kGroupsPerBox + i;
-#pragma unroll
-            for (int row_half = 0; row_half < 2; ++row_half) {
-                const float lo = has_rows ? acc[group * 4 + row_half * 2] : 0.0f;
-                const float hi = has_rows ? acc[group * 4 + row_half * 2 + 1] : 0.0f;
-                *reinterpret_cast<uint32_t*>(half + fresh_box_offset(f.row + row_half * 8, i, f)) = pack_bf16x2(lo, hi);
-            }
-        }
+        stage_fresh_box(half, f, acc, box, has_rows);
         // The values are generic-proxy writes the TMA store (async proxy) reads.
         ptx::fence_proxy_async_shared_cta();
         staging_barrier(e.warpgroup);
@@ -106,24 +113,12 @@ inline constexpr int kFreshHandoffBytes = kFreshBoxes * static_cast<int>(kFreshB
 __device__ __forceinline__ void stage_fresh_weight_grad(const gemm::Tile& tile,
                                                         const float (&acc)[gemm::kNumAccumulators], uint8_t* buffer,
                                                         int thread_in_wg) {
-    constexpr int kGroupsPerBox = kFreshBoxCols / 8;
     const Fragment f = Fragment::of_thread(thread_in_wg);
     // An expert without rows ran no K loop: its gradient is zeros, whatever the accumulator holds.
     const bool has_rows = tile.num_rows > 0;
 #pragma unroll
     for (int box = 0; box < kFreshBoxes; ++box) {
-        uint8_t* box_base = buffer + box * kFreshBoxBytes;
-#pragma unroll
-        for (int i = 0; i < kGroupsPerBox; ++i) {
-            const int group = box * kGroupsPerBox + i;
-#pragma unroll
-            for (int row_half = 0; row_half < 2; ++row_half) {
-                const float lo = has_rows ? acc[group * 4 + row_half * 2] : 0.0f;
-                const float hi = has_rows ? acc[group * 4 + row_half * 2 + 1] : 0.0f;
-                *reinterpret_cast<uint32_t*>(box_base + fresh_box_offset(f.row + row_half * 8, i, f)) =
-                    pack_bf16x2(lo, hi);
-            }
-        }
+        stage_fresh_box(buffer + box * kFreshBoxBytes, f, acc, box, has_rows);
     }
     // The values are generic-proxy writes that the epilogue thread's TMA stores (async proxy) read; the hand-off's
     // release/acquire then orders them before those stores.

@@ -10,12 +10,13 @@
 #include <cuda.h>
 
 #include "device/epilogue/row_store_epilogue.cuh"
+#include "device/gemm/forms/row_store_handoff.cuh"
 #include "device/gemm/grouped_gemm_kernel.cuh"
 #include "device/ptx/tma.cuh"
 
 namespace mok::gemm {
 
-struct DgradGateUpForm {
+struct DgradGateUpForm : RowStoreHandoff {
     struct Params {
         KernelCommon common;
         RowGroups groups;
@@ -75,21 +76,7 @@ struct DgradGateUpForm {
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::row_store_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
     }
-
-    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh): the consumer stages its bf16 rows into a hand-off
-    // buffer, the epilogue warps store them.
-    static constexpr int kHandoffBytes = epilogue::kRowStoreHandoffBytes;
-
-    __device__ static void handoff_stage(const Params&, const Tile&, const float (&acc)[kNumAccumulators],
-                                         uint8_t* buffer, int thread_in_wg) {
-        epilogue::stage_row_store(buffer, acc, thread_in_wg);
-    }
-
-    template <int kThreads>
-    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
-                                         int thread) {
-        epilogue::store_row_store<kThreads>(p.out, t, buffer, row_half, thread);
-    }
+    // Epilogue-warps arrangement: RowStoreHandoff stages and stores the rows.
 };
 
 }  // namespace mok::gemm

@@ -7,12 +7,13 @@
 
 #include "device/epilogue/row_store_epilogue.cuh"
 #include "device/epilogue/row_tile_publish.cuh"
+#include "device/gemm/forms/row_store_handoff.cuh"
 #include "device/gemm/grouped_gemm_kernel.cuh"
 #include "device/ptx/tma.cuh"
 
 namespace mok::gemm {
 
-struct DownForm {
+struct DownForm : RowStoreHandoff {
     struct Params {
         KernelCommon common;
         RowGroups groups;
@@ -64,21 +65,8 @@ struct DownForm {
         }
     }
 
-    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh): the consumer stages its bf16 rows into a hand-off
-    // buffer, the epilogue warps store them and, once both row halves of the N tile are stored, publish it.
-    static constexpr int kHandoffBytes = epilogue::kRowStoreHandoffBytes;
-
-    __device__ static void handoff_stage(const Params&, const Tile&, const float (&acc)[kNumAccumulators],
-                                         uint8_t* buffer, int thread_in_wg) {
-        epilogue::stage_row_store(buffer, acc, thread_in_wg);
-    }
-
-    template <int kThreads>
-    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
-                                         int thread) {
-        epilogue::store_row_store<kThreads>(p.out, t, buffer, row_half, thread);
-    }
-
+    // Epilogue-warps arrangement: RowStoreHandoff stages and stores the rows; once both row halves of the N tile are
+    // stored, the epilogue warps publish it.
     __device__ static void handoff_finish(const Params& p, const Tile& t, int thread) {
         if (p.publish.tile_ready != nullptr) {
             const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);

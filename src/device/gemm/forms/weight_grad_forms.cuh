@@ -22,8 +22,31 @@ namespace mok::gemm {
 inline constexpr int kMnBoxesA = BLOCK_M / kMnBoxElements;
 inline constexpr int kMnBoxesB = BLOCK_N / kMnBoxElements;
 
+// The epilogue-warps arrangement's hand-off (epilogue_warps_kernel.cuh) for both weight gradients, fresh mode only --
+// accumulate mode's fp32 slice is twice a hand-off buffer: the consumer stages its bf16 boxes, an epilogue thread
+// stores them by TMA. `Form::output_of` names the tile's gradient and its first row.
+template <class Form, epilogue::WeightGradMode kMode>
+struct WeightGradHandoff {
+    static constexpr int kHandoffBytes = kMode == epilogue::WeightGradMode::kFresh ? epilogue::kFreshHandoffBytes : 0;
+
+    template <class Params>
+    __device__ static void handoff_stage(const Params&, const Tile& t, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer,
+                                         int thread_in_wg) requires(kMode == epilogue::WeightGradMode::kFresh) {
+        epilogue::stage_fresh_weight_grad(t, acc, buffer, thread_in_wg);
+    }
+
+    template <int kThreads, class Params>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) requires(kMode == epilogue::WeightGradMode::kFresh) {
+        int m = 0;
+        const epilogue::WeightGradOutput& out = Form::output_of(p, t, m);
+        epilogue::store_fresh_handoff(out, t, m, buffer, row_half, thread);
+    }
+};
+
 template <epilogue::WeightGradMode kMode>
-struct WeightGradGateUpForm {
+struct WeightGradGateUpForm : WeightGradHandoff<WeightGradGateUpForm<kMode>, kMode> {
     struct Params {
         KernelCommon common;
         RowGroups groups;
@@ -92,28 +115,10 @@ struct WeightGradGateUpForm {
         const epilogue::WeightGradOutput& out = output_of(p, t, m);
         epilogue::weight_grad_epilogue<kMode>(out, t, m, acc, row_half, thread_in_wg, e);
     }
-
-    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh), fresh mode only -- accumulate mode's fp32 slice is
-    // twice a hand-off buffer: the consumer stages its bf16 boxes, an epilogue thread stores them by TMA.
-    static constexpr int kHandoffBytes = kMode == epilogue::WeightGradMode::kFresh ? epilogue::kFreshHandoffBytes : 0;
-
-    __device__ static void handoff_stage(const Params&, const Tile& t, const float (&acc)[kNumAccumulators],
-                                         uint8_t* buffer,
-                                         int thread_in_wg) requires(kMode == epilogue::WeightGradMode::kFresh) {
-        epilogue::stage_fresh_weight_grad(t, acc, buffer, thread_in_wg);
-    }
-
-    template <int kThreads>
-    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
-                                         int thread) requires(kMode == epilogue::WeightGradMode::kFresh) {
-        int m = 0;
-        const epilogue::WeightGradOutput& out = output_of(p, t, m);
-        epilogue::store_fresh_handoff(out, t, m, buffer, row_half, thread);
-    }
 };
 
 template <epilogue::WeightGradMode kMode>
-struct WeightGradDownForm {
+struct WeightGradDownForm : WeightGradHandoff<WeightGradDownForm<kMode>, kMode> {
     struct Params {
         KernelCommon common;
         RowGroups groups;
@@ -149,6 +154,12 @@ struct WeightGradDownForm {
         }
     }
 
+    // The tile's gradient (dW_down) and its first row in it.
+    __device__ static const epilogue::WeightGradOutput& output_of(const Params& p, const Tile& t, int& row_begin) {
+        row_begin = t.m_idx * BLOCK_M;
+        return p.d_down;
+    }
+
     // Accumulate mode only, as above.
     __device__ static void begin_tile(
         const Params& p, const Tile& t, int wg, int thread_in_wg,
@@ -165,22 +176,6 @@ struct WeightGradDownForm {
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, row_half, thread_in_wg, e);
-    }
-
-    // Epilogue-warps arrangement (epilogue_warps_kernel.cuh), fresh mode only -- accumulate mode's fp32 slice is
-    // twice a hand-off buffer: the consumer stages its bf16 boxes, an epilogue thread stores them by TMA.
-    static constexpr int kHandoffBytes = kMode == epilogue::WeightGradMode::kFresh ? epilogue::kFreshHandoffBytes : 0;
-
-    __device__ static void handoff_stage(const Params&, const Tile& t, const float (&acc)[kNumAccumulators],
-                                         uint8_t* buffer,
-                                         int thread_in_wg) requires(kMode == epilogue::WeightGradMode::kFresh) {
-        epilogue::stage_fresh_weight_grad(t, acc, buffer, thread_in_wg);
-    }
-
-    template <int kThreads>
-    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
-                                         int thread) requires(kMode == epilogue::WeightGradMode::kFresh) {
-        epilogue::store_fresh_handoff(p.d_down, t, t.m_idx * BLOCK_M, buffer, row_half, thread);
     }
 };
 

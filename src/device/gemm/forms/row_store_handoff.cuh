@@ -1,0 +1,30 @@
+// The epilogue-warps arrangement's hand-off (epilogue_warps_kernel.cuh) for the forms whose epilogue stores bf16
+// rows to `Params::out` (an epilogue::RowStoreOutput): down and dgrad_gate_up inherit it. The consumer stages its
+// rows into a hand-off buffer; the epilogue warps store them.
+#pragma once
+
+#include <cstdint>
+
+#include "device/epilogue/row_store_epilogue.cuh"
+#include "device/gemm/gemm_config.cuh"
+#include "device/scheduler/gemm_tile_scheduler.cuh"
+
+namespace mok::gemm {
+
+struct RowStoreHandoff {
+    static constexpr int kHandoffBytes = epilogue::kRowStoreHandoffBytes;
+
+    template <class Params>
+    __device__ static void handoff_stage(const Params&, const Tile&, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer, int thread_in_wg) {
+        epilogue::stage_row_store(buffer, acc, thread_in_wg);
+    }
+
+    template <int kThreads, class Params>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) {
+        epilogue::store_row_store<kThreads>(p.out, t, buffer, row_half, thread);
+    }
+};
+
+}  // namespace mok::gemm
