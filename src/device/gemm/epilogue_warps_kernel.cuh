@@ -17,6 +17,9 @@
 // Every role walks the same scheduler; each output element comes from the same K loop and the same epilogue
 // arithmetic as in the cooperative kernel, so the bits are the same.
 //
+// Forms served: gate/up, down, dgrad_gate_up, and the weight gradients in fresh mode -- those whose kHandoffBytes is
+// positive. dgrad_down's fp32 dh' and accumulate mode's fp32 slice are each twice a hand-off buffer.
+//
 // A form supplies, besides what grouped_gemm_kernel.cuh lists:
 //   static constexpr int kHandoffBytes;                       one consumer's hand-off buffer
 //   static void handoff_stage(const Params&, const Tile&, const float (&acc)[...], uint8_t* buffer,
