@@ -218,14 +218,10 @@ void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     }
     run(11);
     EXPECT_EQ(d_out.download(), out);
-    for (int num_sms : kPingPongSmCounts) {
-        run(num_sms, gemm::Arrangement::kPingPong);
-        EXPECT_EQ(d_out.download(), out) << "ping-pong on " << num_sms << " SMs";
-    }
-    for (int num_sms : {0, 3}) {
-        run(num_sms, gemm::Arrangement::kEpilogueWarps);
-        EXPECT_EQ(d_out.download(), out) << "epilogue warps on " << num_sms << " SMs";
-    }
+    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
+        run(num_sms, arrangement);
+        EXPECT_EQ(d_out.download(), out);
+    });
 }
 
 TEST(GroupedGemmBackward, DgradGateUpOneAccumulator) {

@@ -96,18 +96,12 @@ void check_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
     run(7);
     EXPECT_EQ(d_gu.download(), gu);
     EXPECT_EQ(d_h.download(), h);
-    // So does the ping-pong arrangement, poison included: it writes nothing the cooperative kernel leaves alone.
-    for (int num_sms : kPingPongSmCounts) {
-        run(num_sms, gemm::Arrangement::kPingPong);
-        EXPECT_EQ(d_gu.download(), gu) << "ping-pong on " << num_sms << " SMs";
-        EXPECT_EQ(d_h.download(), h) << "ping-pong on " << num_sms << " SMs";
-    }
-    // And the epilogue warps, on all SMs (waves aligned) and on a few, where each CTA hands off many tiles.
-    for (int num_sms : {0, 3}) {
-        run(num_sms, gemm::Arrangement::kEpilogueWarps);
-        EXPECT_EQ(d_gu.download(), gu) << "epilogue warps on " << num_sms << " SMs";
-        EXPECT_EQ(d_h.download(), h) << "epilogue warps on " << num_sms << " SMs";
-    }
+    // So does every other arrangement, poison included: none writes what the cooperative kernel leaves alone.
+    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
+        run(num_sms, arrangement);
+        EXPECT_EQ(d_gu.download(), gu);
+        EXPECT_EQ(d_h.download(), h);
+    });
 }
 
 TEST(GroupedGemmForward, GateUpSwiglu) {
@@ -208,14 +202,10 @@ void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t se
     }
     run(5);
     EXPECT_EQ(d_out.download(), out);
-    for (int num_sms : kPingPongSmCounts) {
-        run(num_sms, gemm::Arrangement::kPingPong);
-        EXPECT_EQ(d_out.download(), out) << "ping-pong on " << num_sms << " SMs";
-    }
-    for (int num_sms : {0, 3}) {
-        run(num_sms, gemm::Arrangement::kEpilogueWarps);
-        EXPECT_EQ(d_out.download(), out) << "epilogue warps on " << num_sms << " SMs";
-    }
+    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
+        run(num_sms, arrangement);
+        EXPECT_EQ(d_out.download(), out);
+    });
 }
 
 TEST(GroupedGemmForward, DownInPlace) {

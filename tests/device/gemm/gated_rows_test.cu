@@ -179,7 +179,7 @@ TEST_F(GatedRows, TilesPublishedInAnyOrderGiveTheUngatedBits) {
     std::iota(reversed.rbegin(), reversed.rend(), 0);
     std::vector<int32_t> shuffled = reversed;
     std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(kSeed));
-    for (gemm::Arrangement arrangement : kGateUpArrangements) {
+    for (gemm::Arrangement arrangement : kAllArrangements) {
         for (const std::vector<int32_t>* order : {&reversed, &shuffled}) {
             SCOPED_TRACE(name_of(arrangement));
             // Flags of an earlier step must not count: the tiles start one number short.
@@ -200,7 +200,7 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
     constexpr uint64_t kTimeoutNs = 50'000'000;  // 50 ms: the test waits for it once per arrangement
     // The ping-pong arrangement's cluster barriers and cross-CTA stage releases must end the launch too, and so must
     // the epilogue warps, which wait for consumers that gave up.
-    for (gemm::Arrangement arrangement : kGateUpArrangements) {
+    for (gemm::Arrangement arrangement : kAllArrangements) {
         SCOPED_TRACE(name_of(arrangement));
         status.reset();
         run(d_rows, &ready, nullptr, status, kTimeoutNs, arrangement);
@@ -213,9 +213,9 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
 }
 
 TEST_F(GatedRows, DownProjectionPublishesEveryRowTileOnceStored) {
-    check_publication(gemm::Arrangement::kCooperative);
-    check_publication(gemm::Arrangement::kEpilogueWarps);
-    check_publication(gemm::Arrangement::kPingPong);
+    for (const gemm::Arrangement arrangement : kAllArrangements) {
+        check_publication(arrangement);
+    }
 }
 
 }  // namespace

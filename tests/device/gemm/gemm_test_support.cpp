@@ -229,6 +229,17 @@ const char* name_of(gemm::Arrangement arrangement) {
     return "unknown arrangement";
 }
 
+void for_each_other_arrangement(const std::function<void(gemm::Arrangement, int)>& run_and_check) {
+    const auto each = [&](gemm::Arrangement arrangement, const auto& sm_counts) {
+        for (const int num_sms : sm_counts) {
+            SCOPED_TRACE(std::string(name_of(arrangement)) + " on " + std::to_string(num_sms) + " SMs");
+            run_and_check(arrangement, num_sms);
+        }
+    };
+    each(gemm::Arrangement::kPingPong, kPingPongSmCounts);
+    each(gemm::Arrangement::kEpilogueWarps, kEpilogueWarpsSmCounts);
+}
+
 gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms, gemm::Arrangement arrangement) {
     // One word for the whole test program: its launches run one after another on the default stream.
     static uint32_t* const wave_counter = [] {

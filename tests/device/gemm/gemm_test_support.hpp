@@ -122,10 +122,19 @@ gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms,
 // many turns each.
 inline constexpr int kPingPongSmCounts[] = {0, 5};
 
-// Every arrangement gate/up runs in (the others serve every M-grouped form but the epilogue warps).
-inline constexpr gemm::Arrangement kGateUpArrangements[] = {
-    gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong, gemm::Arrangement::kEpilogueWarps};
+// The epilogue-warps launches each check makes: on all SMs (waves aligned) and on a few, where each CTA hands off
+// many tiles.
+inline constexpr int kEpilogueWarpsSmCounts[] = {0, 3};
+
+// Every arrangement; gate/up, down and dgrad_gate_up run in all of them.
+inline constexpr gemm::Arrangement kAllArrangements[] = {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong,
+                                                         gemm::Arrangement::kEpilogueWarps};
 
 const char* name_of(gemm::Arrangement arrangement);
+
+// Calls `run_and_check(arrangement, num_sms)` for the ping-pong arrangement on kPingPongSmCounts and the epilogue
+// warps on kEpilogueWarpsSmCounts, each under a trace naming both: the checks that a form gives the cooperative
+// kernel's bits in every other arrangement that serves it.
+void for_each_other_arrangement(const std::function<void(gemm::Arrangement, int)>& run_and_check);
 
 }  // namespace mok::test

@@ -161,7 +161,7 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
         EXPECT_EQ(d_up16.download(), up16);
         EXPECT_EQ(d_down16.download(), down16);
         // The epilogue-warps arrangement: the cooperative kernel's bits, on all SMs and on a few.
-        for (int num_sms : {0, 3}) {
+        for (const int num_sms : kEpilogueWarpsSmCounts) {
             SCOPED_TRACE(std::string("epilogue warps on ") + std::to_string(num_sms) + " SMs");
             run(num_sms, gemm::Arrangement::kEpilogueWarps);
             EXPECT_EQ(d_gate16.download(), gate16);
