@@ -26,12 +26,12 @@ struct RankGemms {
     const float* shared_row_weight = nullptr;  // [T_pad] ones
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
     gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
-    // The dgrad_down launches' arrangement (Config::gemm_pingpong); the weight gradients run cooperatively.
+    // The dgrad_down launches' arrangement (Config::gemm_pingpong).
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
 
     // The arrangement of the forms whose epilogue splits -- gate/up, down, dgrad_gate_up and the weight gradients in
-    // fresh mode, routed and shared
-    // (Config::gemm_epilogue_warps).
+    // fresh mode, routed and shared (Config::gemm_epilogue_warps); accumulate-mode weight gradients run
+    // cooperatively.
     gemm::Arrangement split_epilogue_arrangement = gemm::Arrangement::kCooperative;
 
     // `launch` with the dgrad_down launches' arrangement.
