@@ -10,6 +10,8 @@
 //                  every run unless the body rotates its inputs (num_rotating_buffers). With several streams
 //                  (one per GPU/rank) a repetition's time is the slowest stream's. time_cuda(stream, body) for
 //                  a single stream.
+//   host_gate.hpp  HostGate(streams): hold() every stream, enqueue a batch, release(), then check(): the
+//                  batch runs back to back, so figures recorded inside it (stage events) hold no host time.
 //   stats.hpp      TimingStats {samples, median, min, max, p25, p75}; summarize(samples); max_over_ranks(...)
 //                  for programs that collect per-rank samples themselves.
 //   data.hpp       fill_uniform(ptr, count, lo, hi, seed, stream) for bf16 and fp32 (seeded, never zeros);
@@ -48,6 +50,7 @@
 #include "bench/common/cuda_check.hpp"
 #include "bench/common/data.hpp"
 #include "bench/common/device.hpp"
+#include "bench/common/host_gate.hpp"
 #include "bench/common/json.hpp"
 #include "bench/common/options.hpp"
 #include "bench/common/result.hpp"

@@ -6,6 +6,7 @@
 // the rate of the pass's expert FLOPs per rank, that rate as a fraction of the same-run dense cuBLAS rate (the
 // compute roofline), and the device memory in use on the rank (weights, gradients, activations, workspace).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -306,6 +307,35 @@ std::vector<std::unique_ptr<Rank>> make_ranks(const LayerCase& c) {
     return ranks;
 }
 
+// Host wall time of the timed bodies: how long the host takes to enqueue a pass, against which the GPU's time
+// says whether the host keeps ahead of the GPU (if it did not, the timed figures would be the host's pace).
+class HostClock {
+  public:
+    // Times its own lifetime into `clock` when `counted` (the timed repetitions, not the warm-up).
+    class Scope {
+      public:
+        Scope(HostClock& clock, bool counted) : clock_(clock), counted_(counted), start_(Clock::now()) {}
+        ~Scope() {
+            if (counted_) {
+                clock_.samples_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start_).count());
+            }
+        }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+
+      private:
+        HostClock& clock_;
+        bool counted_;
+        std::chrono::steady_clock::time_point start_;
+    };
+
+    TimingStats stats() const { return summarize(samples_ms_); }
+
+  private:
+    using Clock = std::chrono::steady_clock;
+    std::vector<double> samples_ms_;
+};
+
 // Rank 0's stage times of `pass` per step ("stage:<stage>" figures, ms): where the pass's time goes.
 void add_stage_figures(const std::vector<StageTime>& stages, const char* pass, Case& out) {
     const std::string prefix = std::string(pass) + "/";
@@ -319,7 +349,8 @@ void add_stage_figures(const std::vector<StageTime>& stages, const char* pass, C
 }
 
 void add_pass_case(const LayerCase& c, const char* pass, double flops, double cublas_tflops, const TimingStats& stats,
-                   double memory_gib, const std::vector<StageTime>& stages, std::vector<Case>& cases) {
+                   const TimingStats& host_enqueue, double memory_gib, const std::vector<StageTime>& stages,
+                   std::vector<Case>& cases) {
     Case out;
     out.name = c.name(pass);
     out.params.set("model", std::string(c.model->name))
@@ -336,11 +367,14 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
     out.figures.push_back(fraction_figure("roofline_fraction", rate, "cublas_bf16_dense", cublas_tflops));
     out.figures.push_back(std::move(rate));
     out.figures.push_back(value_figure("peak_memory", "GiB", Better::kLower, memory_gib));
+    out.figures.push_back(time_figure("host_enqueue", host_enqueue));
     add_stage_figures(stages, pass, out);
     out.note =
         "peak_memory: device memory in use on the rank after the pass (the layer allocates nothing during a "
         "step); roofline: expert FLOPs over the same-run cuBLAS rate; stage:* figures: rank 0's GPU time per "
-        "step of each stage, from a second layer on the workspace that records them (Config::record_stage_times)";
+        "step of each stage, from a second layer on the workspace that records them (Config::record_stage_times), "
+        "its steps enqueued behind a HostGate so that they hold no host time; host_enqueue: host time to enqueue one "
+        "pass on every rank from one thread (the timed figures are the GPU's while it stays below time)";
     cases.push_back(std::move(out));
 }
 
@@ -362,8 +396,10 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
         r->check_results();
     }
     const double flops = forward_flops(c);
+    HostClock forward_enqueue;
     const TimingStats forward = timer.time(
-        [&](int) {
+        [&](int iteration) {
+            const HostClock::Scope scope(forward_enqueue, iteration >= timing.num_warmup);
             for (auto& r : ranks) {
                 r->forward();
             }
@@ -376,19 +412,28 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     for (const auto& r : ranks) {
         memory = std::max(memory, r->memory_in_use_gib());
     }
+    // The profiled steps run behind a gate: enqueued from one thread, rank 0's kernels would otherwise start
+    // before rank 1's are enqueued and wait for them at the routing exchange, and that wait would count as the
+    // plan's stage time.
+    HostGate gate(streams);
+    gate.hold();
     for (int step = 0; step < kProfiledSteps; ++step) {
         for (auto& r : ranks) {
             r->profiled_step();
         }
     }
+    gate.release();
     const std::vector<StageTime> stages = ranks[0]->stage_times();
     for (size_t r = 1; r < ranks.size(); ++r) {
         ranks[r]->stage_times();  // synchronizes and reports the other ranks' failures
     }
-    add_pass_case(c, "forward", flops, cublas_tflops, forward, memory, stages, cases);
+    gate.check();
+    add_pass_case(c, "forward", flops, cublas_tflops, forward, forward_enqueue.stats(), memory, stages, cases);
     // Backward reuses the last forward's context: it reads it and leaves it intact.
+    HostClock backward_enqueue;
     const TimingStats backward = timer.time(
-        [&](int) {
+        [&](int iteration) {
+            const HostClock::Scope scope(backward_enqueue, iteration >= timing.num_warmup);
             for (auto& r : ranks) {
                 r->backward();
             }
@@ -397,7 +442,7 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     for (auto& r : ranks) {
         r->check_results();
     }
-    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, memory, stages, cases);
+    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, backward_enqueue.stats(), memory, stages, cases);
 }
 
 // The flags of this benchmark, from the arguments the common parser left.
