@@ -59,6 +59,11 @@ struct Config {
     // (and, for gate/up, compute h) while the next tile's K loop runs (docs/gemm.md). false runs them cooperatively.
     // Changes no result.
     bool gemm_epilogue_warps = true;
+    // The forward's routed down projection stores each output row straight into the combine row of the rank that
+    // owns its token (over NVLink for another GPU) and flags it there, in place of the push kernel, so that it
+    // runs on every SM once the dispatch is done (docs/layer.md). false keeps the rows local for the push. Changes
+    // no result.
+    bool down_to_sources = true;
 };
 
 }  // namespace mok

@@ -51,6 +51,26 @@ __global__ void __launch_bounds__(kSignalThreads)
     peer_barrier(set.ranks[block_slice(set).rank_slot]);
 }
 
+template <typename Peers>
+struct CombineTargetsParams {
+    Peers peers;
+    layout::SymmetricLayout window;
+    uint16_t** rank_rows;
+    uint64_t** rank_flags;
+};
+
+// Each rank's combine rows and flags as this rank addresses them. A window is one contiguous mapping on every
+// peer (both providers), so an entry plus a row's offset within the region addresses that row.
+template <typename Peers>
+__global__ void __launch_bounds__(kSignalThreads)
+    combine_targets_kernel(const __grid_constant__ RankSet<CombineTargetsParams<Peers>> set) {
+    const CombineTargetsParams<Peers>& p = set.ranks[block_slice(set).rank_slot];
+    for (int32_t peer = threadIdx.x; peer < p.peers.ep_size; peer += blockDim.x) {
+        p.rank_rows[peer] = static_cast<uint16_t*>(p.peers.peer_ptr(peer, p.window.combine_row(0)));
+        p.rank_flags[peer] = static_cast<uint64_t*>(p.peers.peer_ptr(peer, p.window.combine_ready_of(0)));
+    }
+}
+
 Status invalid(const std::string& what, const std::string& expected) {
     return Status::invalid_argument("transport " + what, expected);
 }
@@ -60,7 +80,9 @@ Status invalid(const std::string& what, const std::string& expected) {
 Status load_exchange_kernels() {
     return host::load_kernels<routing_exchange_kernel<VirtualPeers>, routing_exchange_kernel<NcclPeers>,
                               grads_announce_kernel<VirtualPeers>, grads_announce_kernel<NcclPeers>,
-                              barrier_kernel<VirtualPeers>, barrier_kernel<NcclPeers>>("transport exchange");
+                              barrier_kernel<VirtualPeers>, barrier_kernel<NcclPeers>,
+                              combine_targets_kernel<VirtualPeers>, combine_targets_kernel<NcclPeers>>(
+        "transport exchange");
 }
 
 template <typename Peers>
@@ -140,6 +162,18 @@ Status enqueue_barrier(const LaunchGroup<Peers>& group, cudaStream_t stream) {
     return launch_status("barrier_kernel");
 }
 
+template <typename Peers>
+Status enqueue_combine_targets(const LaunchGroup<Peers>& group, cudaStream_t stream) {
+    MOK_RETURN_IF_ERROR(validate_group(group));
+    const auto set = rank_set<CombineTargetsParams<Peers>>(group, 1, [&](int32_t slot) {
+        const RankEndpoint<Peers>& r = group.ranks[slot];
+        return CombineTargetsParams<Peers>{r.peers, group.window, r.local.combine_rank_rows,
+                                           r.local.combine_rank_flags};
+    });
+    combine_targets_kernel<Peers><<<set.num_ranks, kSignalThreads, 0, stream>>>(set);
+    return launch_status("combine_targets_kernel");
+}
+
 // The closed list of providers.
 template Status validate_group(const LaunchGroup<VirtualPeers>&);
 template Status validate_group(const LaunchGroup<NcclPeers>&);
@@ -149,5 +183,7 @@ template Status enqueue_grads_announce(const LaunchGroup<VirtualPeers>&, cudaStr
 template Status enqueue_grads_announce(const LaunchGroup<NcclPeers>&, cudaStream_t);
 template Status enqueue_barrier(const LaunchGroup<VirtualPeers>&, cudaStream_t);
 template Status enqueue_barrier(const LaunchGroup<NcclPeers>&, cudaStream_t);
+template Status enqueue_combine_targets(const LaunchGroup<VirtualPeers>&, cudaStream_t);
+template Status enqueue_combine_targets(const LaunchGroup<NcclPeers>&, cudaStream_t);
 
 }  // namespace mok::comm

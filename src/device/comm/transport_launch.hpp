@@ -118,6 +118,11 @@ template <typename Peers>
 Status enqueue_combine(const LaunchGroup<Peers>& group, layout::TransportPass pass, const CombineTarget* targets,
                        cudaStream_t stream);
 
+// Each rank's table of every rank's combine rows and flags (LocalLayout::combine_targets), for a down projection
+// that stores its rows straight into them instead of a push (gemm::SourceTargets).
+template <typename Peers>
+Status enqueue_combine_targets(const LaunchGroup<Peers>& group, cudaStream_t stream);
+
 // A barrier across the EP group (one block per rank).
 template <typename Peers>
 Status enqueue_barrier(const LaunchGroup<Peers>& group, cudaStream_t stream);

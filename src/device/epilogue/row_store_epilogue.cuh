@@ -1,6 +1,6 @@
-// Row-store epilogue: the accumulator rounded to bf16 and stored row by row, each row either in place or
-// scattered through a row map (the combine's destination of each (token, slot) row). Padding rows and rows
-// whose map entry is negative are not stored.
+// Row-store epilogue: the accumulator rounded to bf16 and stored row by row, each row either in place, scattered
+// through a row map, or sent to the rank that owns the row's token (its combine row for the (token, slot); the
+// plan's RowSource names both). Padding rows and rows whose map entry is negative are not stored.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +11,7 @@
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
+#include "plan/routing_plan.hpp"
 
 namespace mok::epilogue {
 
@@ -19,7 +20,21 @@ struct RowStoreOutput {
     int64_t ld;              // elements between consecutive output rows
     const int32_t* row_map;  // [rows] destination row of each row, or nullptr for row -> row; < 0 skips the row
     int32_t num_cols;        // N: valid columns
+    // Rows sent to their tokens' ranks, in place of out and row_map when `sources` is set: row r goes to
+    // rank_rows[s.src_rank] + s.token_slot * ld for s = sources[r]; padding rows are skipped.
+    const plan::RowSource* sources = nullptr;   // [rows] the plan's row sources
+    __nv_bfloat16* const* rank_rows = nullptr;  // [R] each rank's combine rows, as this GPU addresses them
 };
+
+// Where row `row` of the row space is stored (nullptr: not stored); `col` is the first column stored.
+__device__ __forceinline__ __nv_bfloat16* row_store_destination(const RowStoreOutput& out, int row, int col) {
+    if (out.sources != nullptr) {
+        const plan::RowSource s = out.sources[row];
+        return s.is_padding() ? nullptr : out.rank_rows[s.src_rank] + s.token_slot * out.ld + col;
+    }
+    const int32_t dest = out.row_map != nullptr ? out.row_map[row] : row;
+    return dest < 0 ? nullptr : out.out + dest * out.ld + col;
+}
 
 // Two passes of kStagingCols columns cover the accumulator's BLOCK_N.
 inline constexpr int kRowStorePasses = gemm::BLOCK_N / gemm::kStagingCols;
@@ -42,13 +57,9 @@ __device__ __forceinline__ void store_row_store_pass(const RowStoreOutput& out, 
     const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
     const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
     const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
-    store_staged_rows<kThreads>(staging, thread, 0, kChunksPerRow, out.num_cols - col, out.out + col, out.ld,
-                                [&](int row) -> int32_t {
-                                    if (row >= rows_here) {
-                                        return -1;
-                                    }
-                                    return out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
-                                });
+    store_staged_rows<kThreads>(staging, thread, 0, kChunksPerRow, out.num_cols - col, [&](int row) -> __nv_bfloat16* {
+        return row < rows_here ? row_store_destination(out, first_row + row, col) : nullptr;
+    });
 }
 
 // The whole epilogue in the consumer warpgroup, a pass at a time through its staging buffer.

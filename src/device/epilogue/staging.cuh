@@ -60,15 +60,15 @@ __device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment&
     }
 }
 
-// Stores the staged rows to base + dest_row(row) * ld: dest_row(row) gives each staged row's destination row
-// (negative to skip it); only chunks whose first column is below `num_cols` are stored (widths are multiples
-// of 8, so a chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored, staging chunk
-// chunk_begin going to column 0 of base. Every destination is looked up before the first store: dest_row may
-// read global memory (a row map), and a load issued after a store would wait for it. `thread` is the caller's index
-// among the kThreads threads that store (a consumer warpgroup, or the epilogue warps).
+// Stores the staged rows: dest_row(row) gives the address where each staged row's first stored chunk goes
+// (nullptr to skip the row); only chunks whose first column is below `num_cols` are stored (widths are multiples
+// of 8, so a chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored. Every
+// destination is looked up before the first store: dest_row may read global memory (a row map, the plan's row
+// sources), and a load issued after a store would wait for it. `thread` is the caller's index among the kThreads
+// threads that store (a consumer warpgroup, or the epilogue warps).
 template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
 __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
-                                                  int num_cols, __nv_bfloat16* base, int64_t ld, DestRowFn&& dest_row) {
+                                                  int num_cols, DestRowFn&& dest_row) {
     // Items (16-byte chunks) per thread, handled in batches of kBatch: a batch's lookups, then its stores.
     constexpr int kMaxItems = (gemm::WGMMA_M * kChunksPerRow + kThreads - 1) / kThreads;
     constexpr int kBatch = 4;
@@ -76,20 +76,20 @@ __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int th
     const int num_chunks = gemm::WGMMA_M * chunks_per_row;
 #pragma unroll 1
     for (int first = 0; first < kMaxItems; first += kBatch) {
-        int32_t dest[kBatch];
+        __nv_bfloat16* dest[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             const int c = thread + (first + j) * kThreads;
-            dest[j] = c < num_chunks ? dest_row(c / chunks_per_row) : -1;
+            dest[j] = c < num_chunks ? dest_row(c / chunks_per_row) : nullptr;
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             const int c = thread + (first + j) * kThreads;
             const int chunk = chunk_begin + c % chunks_per_row;
             const int col = (chunk - chunk_begin) * kElementsPerChunk;
-            if (dest[j] >= 0 && col < num_cols) {
+            if (dest[j] != nullptr && col < num_cols) {
                 const uint4 v = *reinterpret_cast<const uint4*>(staging + staging_offset(c / chunks_per_row, chunk));
-                *reinterpret_cast<uint4*>(base + dest[j] * ld + col) = v;
+                *reinterpret_cast<uint4*>(dest[j] + col) = v;
             }
         }
     }

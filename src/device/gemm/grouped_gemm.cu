@@ -328,9 +328,23 @@ Status down_projection(const DownArgs& a, const LaunchConfig& launch) {
     p.out = {a.out, a.out_ld, a.row_map, a.hidden};
     p.width = a.width;
     p.publish = a.publish;
-    if (a.publish.tile_ready != nullptr) {
+    const SourceTargets& to = a.to_sources;
+    if (to.sources != nullptr) {
+        if (to.rank_rows == nullptr || to.rank_flags == nullptr || a.row_map != nullptr) {
+            return Status::invalid_argument("down_projection to_sources",
+                                            "rank_rows and rank_flags with sources, and no row_map");
+        }
+        p.out.sources = to.sources;
+        p.out.rank_rows = to.rank_rows;
+        p.publish.sources = to.sources;
+        p.publish.rank_flags = to.rank_flags;
+    } else if (a.out == nullptr) {
+        return Status::invalid_argument("down_projection out", "an output (or to_sources)");
+    }
+    if (p.publish.enabled()) {
         if (a.publish.tile_counts == nullptr || a.publish.sequence == nullptr) {
-            return Status::invalid_argument("down_projection publish", "tile_counts and sequence with tile_ready");
+            return Status::invalid_argument("down_projection publish",
+                                            "tile_counts and sequence with tile_ready or to_sources");
         }
         const size_t count_bytes = static_cast<size_t>(a.rows.capacity_rows / BLOCK_M) * sizeof(uint32_t);
         MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(a.publish.tile_counts, 0, count_bytes, launch.stream),

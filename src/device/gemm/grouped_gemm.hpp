@@ -65,17 +65,26 @@ struct GateUpArgs {
 };
 Status gate_up_swiglu(const GateUpArgs& args, const LaunchConfig& launch);
 
-// Forward down projection: out[row_map[r]] = bf16(h[r] W_down^T) (row_map nullptr: out[r]).
+// Forward down projection: out[row_map[r]] = bf16(h[r] W_down^T) (row_map nullptr: out[r]); or, with
+// to_sources set, each data row straight into its token's combine row on the rank that owns the token.
+struct SourceTargets {
+    const plan::RowSource* sources = nullptr;   // [rows] the plan's; nullptr: rows go to out
+    __nv_bfloat16* const* rank_rows = nullptr;  // [R] device memory: each rank's combine rows (out_ld apart)
+    uint64_t* const* rank_flags = nullptr;      // [R] device memory: each rank's combine flags, one per row
+};
 struct DownArgs {
     GroupedRowSpace rows;
     const __nv_bfloat16* h;       // [rows, I]
     const __nv_bfloat16* w_down;  // [E, H, I]
-    __nv_bfloat16* out;           // rows of out_ld elements
+    __nv_bfloat16* out;           // rows of out_ld elements; unused (may be null) with to_sources
     int64_t out_ld;
     const int32_t* row_map;  // [rows] or nullptr; a negative entry skips the row
     int32_t hidden;
     int32_t width;
     RowTilePublish publish{};  // with tile_ready set: publish each finished row tile (row_tile_publish.hpp)
+    // With sources set: rows go to their sources and each finished row tile's flags are stored there; needs
+    // publish.tile_counts and publish.sequence (publish.tile_ready may be null).
+    SourceTargets to_sources{};
 };
 Status down_projection(const DownArgs& args, const LaunchConfig& launch);
 

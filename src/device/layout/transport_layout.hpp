@@ -252,8 +252,11 @@ struct LocalLayout {
     // copied by different teams (device/comm/row_copy.cuh, RowShare); the last one publishes and resets it.
     Region ring_parts[kNumRings];  // [capacity_rows / 128] u32, dispatch into each ring
     Region push_parts;             // [capacity_rows / 128] u32, push of the owner's output rows
-    Region control;                // [1] TransportControl
-    Region status;                 // [1] DeviceStatus
+    // Each rank's combine rows, then each rank's combine flags, as this rank addresses them (peer pointers), for a
+    // GEMM that stores rows straight into them (gemm::SourceTargets); written by enqueue_combine_targets.
+    Region combine_targets;  // [2][R] pointers
+    Region control;          // [1] TransportControl
+    Region status;           // [1] DeviceStatus
     uint64_t total_bytes = 0;
 
     MOK_HOST_DEVICE static LocalLayout make(const plan::PlanShape& p, int64_t hidden) {
@@ -272,6 +275,7 @@ struct LocalLayout {
             l.ring_parts[ring] = a.take(n.tiles * sizeof(uint32_t));
         }
         l.push_parts = a.take(n.tiles * sizeof(uint32_t));
+        l.combine_targets = a.take(2 * static_cast<uint64_t>(p.ep_size) * sizeof(void*));
         l.control = a.take(sizeof(TransportControl));
         l.status = a.take(sizeof(DeviceStatus));
         l.total_bytes = a.next;
@@ -287,6 +291,8 @@ struct LocalBuffers {
     uint64_t* ring_free[kNumRings];
     uint32_t* ring_parts[kNumRings];
     uint32_t* push_parts;
+    uint16_t** combine_rank_rows;   // [R] bf16 bits
+    uint64_t** combine_rank_flags;  // [R]
     TransportControl* control;
     DeviceStatus* status;
 
@@ -301,6 +307,9 @@ struct LocalBuffers {
             out.ring_parts[ring] = reinterpret_cast<uint32_t*>(b + l.ring_parts[ring].offset);
         }
         out.push_parts = reinterpret_cast<uint32_t*>(b + l.push_parts.offset);
+        out.combine_rank_rows = reinterpret_cast<uint16_t**>(b + l.combine_targets.offset);
+        out.combine_rank_flags =
+            reinterpret_cast<uint64_t**>(b + l.combine_targets.offset + l.plan.ep_size * sizeof(void*));
         out.control = reinterpret_cast<TransportControl*>(b + l.control.offset);
         out.status = reinterpret_cast<DeviceStatus*>(b + l.status.offset);
         return out;

@@ -37,7 +37,7 @@ Status routed_gate_up(const RankGemms& g, const RankInputs& in) {
 Status routed_down(const RankGemms& g, const RankInputs& in) {
     return timed(g, "down",
                  gemm::down_projection({g.routed, g.context.h, bf16(in.experts.down), g.scratch.out_rows, g.hidden,
-                                        nullptr, g.hidden, g.width, g.publish},
+                                        nullptr, g.hidden, g.width, g.publish, g.to_sources},
                                        g.split_epilogue_launch()));
 }
 

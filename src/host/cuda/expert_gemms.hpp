@@ -26,6 +26,7 @@ struct RankGemms {
     const float* shared_row_weight = nullptr;  // [T_pad] ones
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
     gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
+    gemm::SourceTargets to_sources;            // routed_down's rows straight to the combine rows, or none
     // The dgrad_down launches' arrangement (Config::gemm_pingpong).
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
 
@@ -53,7 +54,8 @@ struct RankGemms {
 Status routed_gate_up(const RankGemms& g, const RankInputs& in);
 
 // The routed experts' down projection into scratch.out_rows by owner row, after routed_gate_up; with
-// g.publish set, each finished row tile is published for the push.
+// g.publish set, each finished row tile is published for the push. With g.to_sources set, the rows go straight
+// into their tokens' combine rows instead, flagged per row tile there (g.publish's counts and number).
 Status routed_down(const RankGemms& g, const RankInputs& in);
 
 // gate/up + SwiGLU of each shared expert into its context buffers and, with `outputs`, its down projection into

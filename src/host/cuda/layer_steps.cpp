@@ -76,6 +76,14 @@ class StepsImpl final : public LayerSteps {
                             std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
                             std::span<const TensorView* const> d_weights, int32_t blocks, bool per_tile,
                             cudaStream_t stream);
+    // The combine alone: push_and_combine's second half, after a down projection that stored its rows straight
+    // into the combine rows (Config::down_to_sources).
+    Status combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
+                   std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
+                   std::span<const TensorView* const> d_weights, cudaStream_t stream);
+    // `g` with its routed down projection storing each row into its token's combine row and flagging it, once
+    // its row tile is complete, with the row gate's number (Config::down_to_sources).
+    RankGemms to_sources(RankGemms g, int32_t local) const;
     // Copies each rank's own [T, H] rows into its window.
     Status stage_window(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
     // With shared experts: copies each rank's own [T, H] rows (x or dy; with `with_x`, x as well for the backward's
@@ -318,6 +326,8 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     auto stage_x = [&] { return stage_window(comm::SourceRows::kTokens, x, stream); };
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
     const int32_t side_sms = overlap_sms(blocks);
+    // Recompute has no down projection; otherwise Config::down_to_sources picks the combine's way in.
+    const bool direct = outputs && config_.down_to_sources;
     auto exchange_and_plan = [&] {
         MOK_RETURN_IF_ERROR(timeline_->record("routing_exchange", stream,
                                               comm::enqueue_routing_exchange(group, routing.data(), stream)));
@@ -337,18 +347,52 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage_all()));
         MOK_RETURN_IF_ERROR(exchange_and_plan());
         MOK_RETURN_IF_ERROR(dispatch());
-        MOK_RETURN_IF_ERROR(timeline_->record("row_gate", stream,
-                                              layer::enqueue_row_gate(row_gate(context, true, std::nullopt), stream)));
+        // The direct down projection's flags carry the number the row gate writes.
+        const std::optional<TransportPass> number =
+            direct ? std::optional<TransportPass>(TransportPass::kForward) : std::nullopt;
+        MOK_RETURN_IF_ERROR(
+            timeline_->record("row_gate", stream, layer::enqueue_row_gate(row_gate(context, true, number), stream)));
+        if (direct) {
+            MOK_RETURN_IF_ERROR(comm::enqueue_combine_targets(group, stream));
+        }
         for (int32_t local = 0; local < num_ranks(); ++local) {
             const RankGemms g = rank_gemms(local, context, stream);
             MOK_RETURN_IF_ERROR(routed_gate_up(g, *inputs[local]));
             if (outputs) {
-                MOK_RETURN_IF_ERROR(routed_down(g, *inputs[local]));
+                MOK_RETURN_IF_ERROR(routed_down(direct ? to_sources(g, local) : g, *inputs[local]));
             }
         }
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(shared_forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
         }
+    } else if (direct) {
+        // Pipelined, the down projection storing its rows straight into the sources' combine rows: as below until
+        // gate/up; then the side stream waits for the dispatch too, so that the down projection, with no push
+        // beside it, runs on every SM; the combine follows the join.
+        MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
+            MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kTokens, x, {}, side_stream_->stream()));
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    shared_forward_gemms(side_gemms(local, context, side_sms, std::nullopt), *inputs[local], outputs));
+            }
+            MOK_RETURN_IF_ERROR(stage_x());
+            MOK_RETURN_IF_ERROR(exchange_and_plan());
+            MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true, TransportPass::kForward), stream));
+            MOK_RETURN_IF_ERROR(comm::enqueue_combine_targets(group, stream));
+            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    routed_gate_up(side_gemms(local, context, side_sms, RingId::kTokens), *inputs[local]));
+            }
+            MOK_RETURN_IF_ERROR(dispatch());
+            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // and for the dispatch, which held side_sms' rest
+            for (int32_t local = 0; local < num_ranks(); ++local) {
+                MOK_RETURN_IF_ERROR(
+                    routed_down(to_sources(side_gemms(local, context, num_sms_, std::nullopt), local), *inputs[local]));
+            }
+            return Status::ok();
+        }));
+        return combine(group, TransportPass::kForward, routing, y, {}, stream);
     } else {
         // Pipelined (docs/layer.md, "Kernel sequence"): the shared experts need only the staged x, so the side
         // stream starts them at once; the row gate then runs before the dispatch, and the routed gate/up GEMM on
@@ -495,12 +539,24 @@ Status StepsImpl<Peers>::push_and_combine(const comm::LaunchGroup<Peers>& group,
                                           cudaStream_t stream) {
     const bool backward = pass == TransportPass::kBackwardGrads;
     std::vector<comm::PushSource> sources(static_cast<size_t>(num_ranks()));
-    std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
     for (int32_t local = 0; local < num_ranks(); ++local) {
         sources[local].out_rows = scratch_[local].out_rows;
         sources[local].out_ready = per_tile ? out_ready_[local] : nullptr;
         sources[local].out_ring_rows = dims_.capacity_rows;
         sources[local].weight_grads = backward ? scratch_[local].d_row_weight : nullptr;
+    }
+    MOK_RETURN_IF_ERROR(
+        timeline_->record("push", stream, comm::enqueue_push(group, pass, sources.data(), blocks, stream)));
+    return combine(group, pass, routing, out, d_weights, stream);
+}
+
+template <typename Peers>
+Status StepsImpl<Peers>::combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
+                                 std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
+                                 std::span<const TensorView* const> d_weights, cudaStream_t stream) {
+    const bool backward = pass == TransportPass::kBackwardGrads;
+    std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
+    for (int32_t local = 0; local < num_ranks(); ++local) {
         comm::CombineTarget& t = targets[local];
         t.expert_ids = routing[local].expert_ids;
         t.router_weights = routing[local].router_weights;
@@ -511,9 +567,15 @@ Status StepsImpl<Peers>::push_and_combine(const comm::LaunchGroup<Peers>& group,
         t.out_row_stride = row_stride(*out[local]);
         t.weight_grads_out = backward ? as<float>(*d_weights[local]) : nullptr;
     }
-    MOK_RETURN_IF_ERROR(
-        timeline_->record("push", stream, comm::enqueue_push(group, pass, sources.data(), blocks, stream)));
     return timeline_->record("combine", stream, comm::enqueue_combine(group, pass, targets.data(), stream));
+}
+
+template <typename Peers>
+RankGemms StepsImpl<Peers>::to_sources(RankGemms g, int32_t local) const {
+    g.publish = {scratch_[local].out_tile_counts, nullptr, scratch_[local].ready_sequence};
+    g.to_sources = {g.context.plan.row_source, reinterpret_cast<__nv_bfloat16* const*>(state_[local].combine_rank_rows),
+                    state_[local].combine_rank_flags};
+    return g;
 }
 
 template <typename Peers>

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -161,6 +162,110 @@ class GatedRows : public ::testing::Test {
         }
     }
 
+    // The down projection storing straight into its rows' sources (gemm::SourceTargets, Config::down_to_sources):
+    // every data row lands in its (rank, token * k + slot) combine row with the bits of the plain store, nothing
+    // else of any rank's combine rows is written, and each data row's flag carries this step's number while the
+    // other flags keep an earlier one. Three ranks' buffers on this GPU stand in for peer windows.
+    void check_source_stores(gemm::Arrangement arrangement) {
+        SCOPED_TRACE(name_of(arrangement));
+        const DeviceRowSpace d_rows(rows_);
+        std::mt19937_64 rng(kSeed + 2);
+        constexpr int32_t kOutCols = 600;  // H: three N tiles, the last one partial
+        constexpr int32_t kRanks = 3;
+        const std::vector<Bf16> h = random_rows(rows_, kWidth, Values::kRandom, kWidth, rng);
+        const std::vector<Bf16> w_down =
+            random_bf16(static_cast<int64_t>(rows_.num_experts()) * kOutCols * kWidth, Values::kRandom, kWidth, rng);
+        DeviceBuffer<Bf16> d_h(h), d_w(w_down);
+        DeviceStatusRecord status;
+
+        // Each data row goes to a random rank, at a slot of that rank's own shuffled numbering; slots past a rank's
+        // rows stay unwritten, and so do the padding rows.
+        std::vector<plan::RowSource> sources(static_cast<size_t>(rows_.capacity_rows), plan::RowSource::padding());
+        std::vector<int32_t> slots_of(kRanks, 0);
+        for (int32_t r = 0; r < rows_.capacity_rows; ++r) {
+            if (rows_.holds_data(r)) {
+                const auto rank = static_cast<int32_t>(rng() % kRanks);
+                sources[r] = {rank, slots_of[rank]++};
+            }
+        }
+        const int32_t num_slots = *std::max_element(slots_of.begin(), slots_of.end()) + 1;
+        for (int32_t rank = 0; rank < kRanks; ++rank) {
+            std::vector<int32_t> permutation(static_cast<size_t>(slots_of[rank]));
+            std::iota(permutation.begin(), permutation.end(), 0);
+            std::shuffle(permutation.begin(), permutation.end(), rng);
+            for (plan::RowSource& s : sources) {
+                if (s.src_rank == rank) {
+                    s.token_slot = permutation[s.token_slot];
+                }
+            }
+        }
+        DeviceBuffer<plan::RowSource> d_sources(sources);
+
+        DeviceBuffer<Bf16> plain(static_cast<size_t>(rows_.capacity_rows) * kOutCols);
+        const gemm::DownArgs plain_args{
+            d_rows.view(), as_device_bf16(d_h), as_device_bf16(d_w), as_device_bf16(plain), kOutCols, nullptr, kOutCols,
+            kWidth};
+        ASSERT_TRUE(gemm::down_projection(plain_args, launch_with(status.get(), 0, arrangement)).is_ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::vector<Bf16> want = plain.download();
+
+        std::vector<std::unique_ptr<DeviceBuffer<Bf16>>> rank_rows;
+        std::vector<std::unique_ptr<DeviceBuffer<uint64_t>>> rank_flags;
+        std::vector<__nv_bfloat16*> row_ptrs;
+        std::vector<uint64_t*> flag_ptrs;
+        for (int32_t rank = 0; rank < kRanks; ++rank) {
+            rank_rows.push_back(std::make_unique<DeviceBuffer<Bf16>>(static_cast<size_t>(num_slots) * kOutCols));
+            rank_rows.back()->fill_bytes(kPoisonByte);
+            rank_flags.push_back(std::make_unique<DeviceBuffer<uint64_t>>(
+                std::vector<uint64_t>(static_cast<size_t>(num_slots), kSequence - 1)));
+            row_ptrs.push_back(as_device_bf16(*rank_rows.back()));
+            flag_ptrs.push_back(rank_flags.back()->get());
+        }
+        DeviceBuffer<__nv_bfloat16*> d_row_ptrs(row_ptrs);
+        DeviceBuffer<uint64_t*> d_flag_ptrs(flag_ptrs);
+        DeviceBuffer<uint32_t> counts(std::vector<uint32_t>(static_cast<size_t>(num_tiles_), 0xdeadbeefu));
+        DeviceBuffer<uint64_t> sequence(std::vector<uint64_t>{kSequence});
+        gemm::DownArgs args = plain_args;
+        args.out = nullptr;
+        args.publish = {counts.get(), nullptr, sequence.get()};
+        args.to_sources = {d_sources.get(), d_row_ptrs.get(), d_flag_ptrs.get()};
+        const Status s = gemm::down_projection(args, launch_with(status.get(), 0, arrangement));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(status.read().code, 0);
+
+        std::vector<std::vector<Bf16>> got_rows;
+        std::vector<std::vector<uint64_t>> got_flags;
+        for (int32_t rank = 0; rank < kRanks; ++rank) {
+            got_rows.push_back(rank_rows[rank]->download());
+            got_flags.push_back(rank_flags[rank]->download());
+        }
+        std::vector<std::vector<bool>> written(kRanks, std::vector<bool>(static_cast<size_t>(num_slots), false));
+        for (int32_t r = 0; r < rows_.capacity_rows; ++r) {
+            const plan::RowSource src = sources[r];
+            if (src.is_padding()) {
+                continue;
+            }
+            written[src.src_rank][src.token_slot] = true;
+            const auto got = got_rows[src.src_rank].begin() + static_cast<int64_t>(src.token_slot) * kOutCols;
+            const auto expected = want.begin() + static_cast<int64_t>(r) * kOutCols;
+            EXPECT_TRUE(std::equal(expected, expected + kOutCols, got)) << "row " << r;
+        }
+        const Bf16 poison{static_cast<uint16_t>(kPoisonByte << 8 | kPoisonByte)};
+        for (int32_t rank = 0; rank < kRanks; ++rank) {
+            for (int32_t slot = 0; slot < num_slots; ++slot) {
+                const bool data = written[rank][slot];
+                EXPECT_EQ(got_flags[rank][slot], data ? kSequence : kSequence - 1)
+                    << "rank " << rank << " slot " << slot;
+                if (!data) {
+                    const auto row = got_rows[rank].begin() + static_cast<int64_t>(slot) * kOutCols;
+                    EXPECT_TRUE(std::all_of(row, row + kOutCols, [&](Bf16 v) { return v == poison; }))
+                        << "rank " << rank << " slot " << slot << " was written";
+                }
+            }
+        }
+    }
+
     static constexpr uint64_t kSeed = 0x6a7ed5ull;
     static constexpr int32_t kHidden = 384;
     static constexpr int32_t kWidth = 264;
@@ -209,6 +314,12 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
         EXPECT_EQ(record.site, static_cast<int32_t>(WaitSite::kRowsReady));
         EXPECT_EQ(record.expected, static_cast<int64_t>(kSequence));
         EXPECT_EQ(record.observed, static_cast<int64_t>(kSequence - 1));
+    }
+}
+
+TEST_F(GatedRows, DownProjectionStoresRowsAtTheirSources) {
+    for (const gemm::Arrangement arrangement : kAllArrangements) {
+        check_source_stores(arrangement);
     }
 }
 

@@ -21,7 +21,7 @@ struct DownForm : RowStoreHandoff {
         CUtensorMap w_down;            // {I, H, E}
         epilogue::RowStoreOutput out;  // num_cols = H
         int32_t width;                 // I = K
-        RowTilePublish publish;        // the pipelined path's hand-off to the push; tile_ready nullptr: none
+        RowTilePublish publish;        // the pipelined path's hand-off to the push or the sources; or none
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;
@@ -59,7 +59,7 @@ struct DownForm : RowStoreHandoff {
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::row_store_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
-        if (p.publish.tile_ready != nullptr) {
+        if (p.publish.enabled()) {
             const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);
             epilogue::publish_row_tile(p.publish, t, num_n_tiles, thread_in_wg, e);
         }
@@ -68,7 +68,7 @@ struct DownForm : RowStoreHandoff {
     // Epilogue-warps arrangement: RowStoreHandoff stages and stores the rows; once both row halves of the N tile are
     // stored, the epilogue warps publish it.
     __device__ static void handoff_finish(const Params& p, const Tile& t, int thread) {
-        if (p.publish.tile_ready != nullptr) {
+        if (p.publish.enabled()) {
             const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);
             epilogue::publish_row_tile_from_epilogue_warps(p.publish, t, num_n_tiles, thread);
         }
