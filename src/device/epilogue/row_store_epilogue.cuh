@@ -77,8 +77,12 @@ __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, co
 }
 
 // The epilogue split between roles (the epilogue-warps arrangement): the consumer stages both passes into its
-// hand-off buffer ...
-inline constexpr int kRowStoreHandoffBytes = kRowStorePasses * gemm::kStagingBytesPerWarpgroup;
+// hand-off buffer; behind them the buffer holds the 64 rows' destinations, which the epilogue threads resolve
+// before the hand-off arrives (resolve_row_destinations): looked up while storing, each batch of stores would wait
+// for a row map's or the plan's loads first, which made the epilogue longer than a short K loop.
+inline constexpr int kRowStagingBytes = kRowStorePasses * gemm::kStagingBytesPerWarpgroup;
+inline constexpr int kRowDestinationBytes = gemm::WGMMA_M * static_cast<int>(sizeof(__nv_bfloat16*));
+inline constexpr int kRowStoreHandoffBytes = kRowStagingBytes + kRowDestinationBytes;
 
 __device__ __forceinline__ void stage_row_store(uint8_t* buffer, const float (&acc)[gemm::kNumAccumulators],
                                                 int thread_in_wg) {
@@ -89,14 +93,33 @@ __device__ __forceinline__ void stage_row_store(uint8_t* buffer, const float (&a
     }
 }
 
-// ... and the kThreads epilogue threads store them while the consumer runs its next K loop.
+// The epilogue threads, before waiting for the hand-off of rows [64 row_half, 64 row_half + 64) of the tile: each
+// row's destination (column 0; nullptr: not stored) into the buffer's tail, which the consumer does not write.
+template <int kThreads>
+__device__ __forceinline__ void resolve_row_destinations(const RowStoreOutput& out, const gemm::Tile& tile,
+                                                         uint8_t* buffer, int row_half, int thread) {
+    auto* dest = reinterpret_cast<__nv_bfloat16**>(buffer + kRowStagingBytes);
+    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
+    for (int row = thread; row < gemm::WGMMA_M; row += kThreads) {
+        dest[row] = row < rows_here ? row_store_destination(out, first_row + row, 0) : nullptr;
+    }
+}
+
+// ... and the kThreads epilogue threads store them, through the resolved destinations, while the consumer runs its
+// next K loop.
 template <int kThreads>
 __device__ __forceinline__ void store_row_store(const RowStoreOutput& out, const gemm::Tile& tile,
-                                                const uint8_t* buffer, int row_half, int thread) {
+                                                const uint8_t* buffer, int, int thread) {
+    const auto* dest = reinterpret_cast<__nv_bfloat16* const*>(buffer + kRowStagingBytes);
 #pragma unroll 1
     for (int pass = 0; pass < kRowStorePasses; ++pass) {
-        store_row_store_pass<kThreads>(out, tile, buffer + pass * gemm::kStagingBytesPerWarpgroup, row_half, pass,
-                                       thread);
+        const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
+        store_staged_rows<kThreads>(buffer + pass * gemm::kStagingBytesPerWarpgroup, thread, 0, kChunksPerRow,
+                                    out.num_cols - col, [&](int row) -> __nv_bfloat16* {
+                                        __nv_bfloat16* d = dest[row];
+                                        return d != nullptr ? d + col : nullptr;
+                                    });
     }
 }
 

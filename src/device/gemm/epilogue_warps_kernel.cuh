@@ -109,6 +109,11 @@ concept FinishesHandoff = requires(const typename Form::Params& p, const Tile& t
     Form::handoff_finish(p, t, 0);
 };
 
+template <class Form>
+concept PreparesHandoff = requires(const typename Form::Params& p, const Tile& t, uint8_t* buffer) {
+    Form::template handoff_prepare<kEpilogueThreads>(p, t, buffer, 0, 0);
+};
+
 // The epilogue warps: every tile's two row halves, in the consumers' order. A consumer that gave up (its error
 // recorded) makes the next wait here end at once (bounded_wait gives up once the launch has failed).
 template <class Form>
@@ -118,6 +123,13 @@ __device__ void run_epilogue_warps(const typename Form::Params& params, HandoffS
     int32_t tile_number = 0;
     for (Tile tile; scheduler.next(tile); ++tile_number) {
         for (int wg = 0; wg < kNumConsumerWarpgroups; ++wg) {
+            if constexpr (PreparesHandoff<Form>) {
+                // Into the buffer's part the consumer does not write. The previous tile's stores through it are
+                // over: every thread passed the barrier below for the other row half since. The barrier makes the
+                // part whole before any thread stores through it.
+                Form::template handoff_prepare<kEpilogueThreads>(params, tile, smem.handoff[wg], wg, thread);
+                ptx::named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogueWarps), kEpilogueThreads);
+            }
             if (!handoff.wait(wait_ctx, wg, tile_number)) {
                 return;
             }

@@ -433,6 +433,9 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         // keeps each peer from restaging its x rows for its next step until every owner has pulled them.
         return timeline_->record("barrier", stream, comm::enqueue_barrier(group, stream));
     }
+    if (direct) {
+        return combine(group, TransportPass::kForward, routing, y, {}, stream);
+    }
     return push_and_combine(group, TransportPass::kForward, routing, y, {}, blocks, false, stream);
 }
 

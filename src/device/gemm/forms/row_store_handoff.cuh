@@ -20,6 +20,12 @@ struct RowStoreHandoff {
         epilogue::stage_row_store(buffer, acc, thread_in_wg);
     }
 
+    // The epilogue threads, before the hand-off of row half `row_half` arrives (a barrier among them follows).
+    template <int kThreads, class Params>
+    __device__ static void handoff_prepare(const Params& p, const Tile& t, uint8_t* buffer, int row_half, int thread) {
+        epilogue::resolve_row_destinations<kThreads>(p.out, t, buffer, row_half, thread);
+    }
+
     template <int kThreads, class Params>
     __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
                                          int thread) {
