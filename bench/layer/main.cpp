@@ -53,14 +53,28 @@ struct LayerCase {
     // Config::gemm_pingpong and gemm_epilogue_warps at their defaults, or both off (--gemm-cooperative adds cases
     // with every GEMM in the cooperative arrangement).
     bool gemm_arrangements = true;
+    ForwardCombine forward_combine = ForwardCombine::kAuto;  // Config::forward_combine (--forward-combine)
 
-    // A case at the library's choice of SMs keeps the name its same-run baseline pairs with; others say theirs.
+    // A case at the library's choices keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
         const std::string sms = comm_sms > 0 ? "/comm" + std::to_string(comm_sms) : "";
         const std::string order = one_stream ? "/one-stream" : "";
         const std::string arrangement = gemm_arrangements ? "" : "/cooperative";
+        const std::string combine = forward_combine == ForwardCombine::kAuto ? "" : "/" + combine_name();
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
-               sms + order + arrangement + "/" + pass;
+               sms + order + arrangement + combine + "/" + pass;
+    }
+
+    std::string combine_name() const {
+        switch (forward_combine) {
+            case ForwardCombine::kPush:
+                return "push";
+            case ForwardCombine::kDownStores:
+                return "down_stores";
+            case ForwardCombine::kAuto:
+                break;
+        }
+        return "auto";
     }
 };
 
@@ -195,6 +209,7 @@ class Rank {
             options.config.gemm_pingpong = false;
             options.config.gemm_epilogue_warps = false;
         }
+        options.config.forward_combine = c.forward_combine;
         size_t bytes = 0;
         check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
@@ -361,6 +376,7 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("one_stream", c.one_stream)
         .set("gemm_pingpong", c.gemm_arrangements && Config{}.gemm_pingpong)
         .set("gemm_epilogue_warps", c.gemm_arrangements && Config{}.gemm_epilogue_warps)
+        .set("forward_combine", c.combine_name())
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
@@ -448,6 +464,8 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
 // The flags of this benchmark, from the arguments the common parser left.
 struct LayerFlags {
     std::vector<int> comm_sms{0};
+    std::vector<int64_t> tokens;  // empty: the sweep's own
+    std::vector<ForwardCombine> forward_combine{ForwardCombine::kAuto};
     bool one_stream = false;
     bool gemm_cooperative = false;
 };
@@ -467,6 +485,9 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
         }
         tokens = {2048, 4096, 16384};
     }
+    if (!flags.tokens.empty()) {
+        tokens = flags.tokens;
+    }
     std::vector<int> eps = {1};
     if (visible >= 2) {
         eps.push_back(2);
@@ -478,9 +499,11 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
             for (const int ep : eps) {
                 for (const std::string& routing : routings) {
                     for (const int sms : flags.comm_sms) {
-                        out.push_back({model, t, ep, routing, sms, flags.one_stream, true});
-                        if (flags.gemm_cooperative) {
-                            out.push_back({model, t, ep, routing, sms, flags.one_stream, false});
+                        for (const ForwardCombine combine : flags.forward_combine) {
+                            out.push_back({model, t, ep, routing, sms, flags.one_stream, true, combine});
+                            if (flags.gemm_cooperative) {
+                                out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine});
+                            }
                         }
                     }
                 }
@@ -503,8 +526,49 @@ void print_usage() {
         "                    the dispatch's rows would time out; adds /one-stream to the case names\n"
         "  --gemm-cooperative  also time each case with Config::gemm_pingpong and gemm_epilogue_warps off\n"
         "                      (every GEMM in the cooperative arrangement, docs/gemm.md); those cases carry\n"
-        "                      /cooperative in their names\n",
+        "                      /cooperative in their names\n"
+        "  --tokens LIST     comma list of tokens per rank, in place of the sweep's\n"
+        "  --forward-combine LIST  comma list of auto, push, down_stores (Config::forward_combine); cases other\n"
+        "                    than auto carry /push or /down_stores in their names\n",
         common_options_help().c_str());
+}
+
+// A comma list of positive counts for `flag`.
+std::vector<int64_t> parse_counts(const std::string& flag, const std::string& text) {
+    std::vector<int64_t> out;
+    std::stringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+        size_t used = 0;
+        int64_t value = 0;
+        try {
+            value = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || value <= 0) {
+            throw std::invalid_argument(flag + ": a comma list of positive counts, got '" + text + "'");
+        }
+        out.push_back(value);
+    }
+    return out;
+}
+
+std::vector<ForwardCombine> parse_combines(const std::string& text) {
+    std::vector<ForwardCombine> out;
+    std::stringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+        if (item == "auto") {
+            out.push_back(ForwardCombine::kAuto);
+        } else if (item == "push") {
+            out.push_back(ForwardCombine::kPush);
+        } else if (item == "down_stores") {
+            out.push_back(ForwardCombine::kDownStores);
+        } else {
+            throw std::invalid_argument("--forward-combine: a comma list of auto, push, down_stores, got '" + text +
+                                        "'");
+        }
+    }
+    return out;
 }
 
 // The flags the common parser left; throws std::invalid_argument on anything else.
@@ -520,8 +584,19 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.gemm_cooperative = true;
             continue;
         }
-        if (rest[i] != "--comm-sms" || i + 1 >= rest.size()) {
+        if (i + 1 >= rest.size() ||
+            (rest[i] != "--comm-sms" && rest[i] != "--tokens" && rest[i] != "--forward-combine")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
+        }
+        if (rest[i] == "--tokens") {
+            flags.tokens = parse_counts(rest[i], rest[i + 1]);
+            ++i;
+            continue;
+        }
+        if (rest[i] == "--forward-combine") {
+            flags.forward_combine = parse_combines(rest[i + 1]);
+            ++i;
+            continue;
         }
         std::stringstream list(rest[++i]);
         for (std::string item; std::getline(list, item, ',');) {

@@ -30,6 +30,23 @@ struct Topology {
     int num_local_experts(const LayerShape& shape) const { return static_cast<int>(shape.num_experts / ep_size); }
 };
 
+// How the forward's routed expert outputs reach the ranks that own their tokens (docs/layer.md, "Kernel sequence").
+enum class ForwardCombine : int {
+    // kDownStores where the down projection's K loop (the expert width I) is at least kDownStoresMinWidth, else
+    // kPush: the measured choice for the brief's shapes (docs/layer.md, section 9).
+    kAuto = 0,
+    // The down projection stores its rows on this rank and the push kernel sends them, row tile by row tile, on the
+    // communication SMs.
+    kPush = 1,
+    // The down projection stores each row straight into its token's combine row on the owning rank (over NVLink for
+    // another GPU) and flags it there; no push kernel, and, pipelined, the down projection runs on every SM once the
+    // dispatch is done. Its stores scatter over the whole combine buffer, which costs a short K loop more than the
+    // push saves.
+    kDownStores = 2,
+};
+// kAuto's threshold: from I = 2048 (32 K blocks) the down projection's K loop hides the scattered stores.
+inline constexpr int64_t kDownStoresMinWidth = 2048;
+
 struct Config {
     // SMs given to communication CTAs in the fused forward and backward kernels; 0 chooses automatically
     // (16 forward, 16 backward on an H200: the SM copy kernels saturate NVLink at 12-16 SMs).
@@ -59,11 +76,8 @@ struct Config {
     // (and, for gate/up, compute h) while the next tile's K loop runs (docs/gemm.md). false runs them cooperatively.
     // Changes no result.
     bool gemm_epilogue_warps = true;
-    // The forward's routed down projection stores each output row straight into the combine row of the rank that
-    // owns its token (over NVLink for another GPU) and flags it there, in place of the push kernel, so that it
-    // runs on every SM once the dispatch is done (docs/layer.md). false keeps the rows local for the push. Changes
-    // no result.
-    bool down_to_sources = true;
+    // How the forward's routed expert outputs reach the combine (ForwardCombine below). Changes no result.
+    ForwardCombine forward_combine = ForwardCombine::kAuto;
 };
 
 }  // namespace mok

@@ -26,7 +26,8 @@ class Config:
     peer_timeout_ms: int = _DEFAULTS[5]
     gemm_pingpong: bool = _DEFAULTS[6]
     gemm_epilogue_warps: bool = _DEFAULTS[7]
-    down_to_sources: bool = _DEFAULTS[8]
+    # "auto", "push" or "down_stores": how the forward's expert outputs reach the combine (ForwardCombine).
+    forward_combine: str = _DEFAULTS[8]
 
 
 def resolve_device(backend: str, device) -> torch.device:
@@ -95,7 +96,7 @@ class Layer:
             config.peer_timeout_ms,
             config.gemm_pingpong,
             config.gemm_epilogue_warps,
-            config.down_to_sources,
+            config.forward_combine,
             backend,
             self.device,
             0 if communicator is None else communicator.id,

@@ -27,7 +27,8 @@ def test_repeat_runs(seed):
         mok.Config(num_comm_sms_forward=3, num_comm_sms_backward=5, peer_timeout_ms=100),
         mok.Config(gemm_pingpong=False),
         mok.Config(gemm_epilogue_warps=False),
-        mok.Config(down_to_sources=False),
+        mok.Config(forward_combine="push"),
+        mok.Config(forward_combine="down_stores"),
     ],
 )
 def test_every_config(config, seed):

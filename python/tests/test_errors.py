@@ -32,6 +32,7 @@ def module(problem):
         (dict(config=mok.Config(minibatch_rows=100)), r"options\.config\.minibatch_rows"),
         (dict(config=mok.Config(ring_rows=128 * 3, minibatch_rows=256)), r"options\.config\.ring_rows"),
         (dict(config=mok.Config(peer_timeout_ms=0)), r"options\.config\.peer_timeout_ms"),
+        (dict(config=mok.Config(forward_combine="pull")), r"'forward_combine'"),
         (dict(backend="tpu"), r"'backend'"),
         (dict(grad_mode="sum"), r"'grad_mode'"),
     ],

@@ -110,6 +110,8 @@ const OptionsCase kOptionsCases[] = {
     {"ZeroTimeout", [](LayerOptions& o) { o.config.peer_timeout_ms = 0; }, "options.config.peer_timeout_ms", "got 0"},
     {"NegativeTimeout", [](LayerOptions& o) { o.config.peer_timeout_ms = -5; }, "options.config.peer_timeout_ms",
      "got -5"},
+    {"UnknownForwardCombine", [](LayerOptions& o) { o.config.forward_combine = static_cast<ForwardCombine>(3); },
+     "options.config.forward_combine", "got 3"},
     {"UnknownBackend", [](LayerOptions& o) { o.backend = static_cast<Backend>(7); }, "options.backend", "got 7"},
     {"CpuBackendOnGpuDevice", [](LayerOptions& o) { o.device = Device::cuda(0); }, "options.device",
      "cpu for Backend::kCpuReference, got cuda:0"},

@@ -26,7 +26,7 @@ struct RowStoreOutput {
     __nv_bfloat16* const* rank_rows = nullptr;  // [R] each rank's combine rows, as this GPU addresses them
 };
 
-// Where row `row` of the row space is stored (nullptr: not stored); `col` is the first column stored.
+// Where row `row` of the row space is stored, column `col` (nullptr: not stored).
 __device__ __forceinline__ __nv_bfloat16* row_store_destination(const RowStoreOutput& out, int row, int col) {
     if (out.sources != nullptr) {
         const plan::RowSource s = out.sources[row];
@@ -57,9 +57,21 @@ __device__ __forceinline__ void store_row_store_pass(const RowStoreOutput& out, 
     const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
     const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
     const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
-    store_staged_rows<kThreads>(staging, thread, 0, kChunksPerRow, out.num_cols - col, [&](int row) -> __nv_bfloat16* {
-        return row < rows_here ? row_store_destination(out, first_row + row, col) : nullptr;
-    });
+    if (out.sources != nullptr) {
+        // Rows in other ranks' buffers: an address per row.
+        store_staged_rows_at<kThreads>(
+            staging, thread, 0, kChunksPerRow, out.num_cols - col, [&](int row) -> __nv_bfloat16* {
+                return row < rows_here ? row_store_destination(out, first_row + row, col) : nullptr;
+            });
+        return;
+    }
+    store_staged_rows<kThreads>(staging, thread, 0, kChunksPerRow, out.num_cols - col, out.out + col, out.ld,
+                                [&](int row) -> int32_t {
+                                    if (row >= rows_here) {
+                                        return -1;
+                                    }
+                                    return out.row_map != nullptr ? out.row_map[first_row + row] : first_row + row;
+                                });
 }
 
 // The whole epilogue in the consumer warpgroup, a pass at a time through its staging buffer.
@@ -93,6 +105,12 @@ __device__ __forceinline__ void stage_row_store(uint8_t* buffer, const float (&a
     }
 }
 
+// Whether rows' destinations are loads (a row map, the plan's row sources), which the epilogue threads resolve
+// ahead; in place, they are arithmetic.
+__device__ __forceinline__ bool resolves_row_destinations(const RowStoreOutput& out) {
+    return out.sources != nullptr || out.row_map != nullptr;
+}
+
 // The epilogue threads, before waiting for the hand-off of rows [64 row_half, 64 row_half + 64) of the tile: each
 // row's destination (column 0; nullptr: not stored) into the buffer's tail, which the consumer does not write.
 template <int kThreads>
@@ -106,20 +124,28 @@ __device__ __forceinline__ void resolve_row_destinations(const RowStoreOutput& o
     }
 }
 
-// ... and the kThreads epilogue threads store them, through the resolved destinations, while the consumer runs its
-// next K loop.
+// ... and the kThreads epilogue threads store them (through the resolved destinations, where they were) while the
+// consumer runs its next K loop.
 template <int kThreads>
 __device__ __forceinline__ void store_row_store(const RowStoreOutput& out, const gemm::Tile& tile,
-                                                const uint8_t* buffer, int, int thread) {
+                                                const uint8_t* buffer, int row_half, int thread) {
+    if (!resolves_row_destinations(out)) {
+#pragma unroll 1
+        for (int pass = 0; pass < kRowStorePasses; ++pass) {
+            store_row_store_pass<kThreads>(out, tile, buffer + pass * gemm::kStagingBytesPerWarpgroup, row_half, pass,
+                                           thread);
+        }
+        return;
+    }
     const auto* dest = reinterpret_cast<__nv_bfloat16* const*>(buffer + kRowStagingBytes);
 #pragma unroll 1
     for (int pass = 0; pass < kRowStorePasses; ++pass) {
         const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;
-        store_staged_rows<kThreads>(buffer + pass * gemm::kStagingBytesPerWarpgroup, thread, 0, kChunksPerRow,
-                                    out.num_cols - col, [&](int row) -> __nv_bfloat16* {
-                                        __nv_bfloat16* d = dest[row];
-                                        return d != nullptr ? d + col : nullptr;
-                                    });
+        store_staged_rows_at<kThreads>(buffer + pass * gemm::kStagingBytesPerWarpgroup, thread, 0, kChunksPerRow,
+                                       out.num_cols - col, [&](int row) -> __nv_bfloat16* {
+                                           __nv_bfloat16* d = dest[row];
+                                           return d != nullptr ? d + col : nullptr;
+                                       });
     }
 }
 

@@ -60,15 +60,17 @@ __device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment&
     }
 }
 
-// Stores the staged rows: dest_row(row) gives the address where each staged row's first stored chunk goes
-// (nullptr to skip the row); only chunks whose first column is below `num_cols` are stored (widths are multiples
-// of 8, so a chunk is all in or all out). Chunks [chunk_begin, chunk_end) of each row are stored. Every
-// destination is looked up before the first store: dest_row may read global memory (a row map, the plan's row
-// sources), and a load issued after a store would wait for it. `thread` is the caller's index among the kThreads
-// threads that store (a consumer warpgroup, or the epilogue warps).
-template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
-__device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
-                                                  int num_cols, DestRowFn&& dest_row) {
+// Stores the staged rows: `lookup(row)` gives a row's destination, `valid(destination)` whether the row is stored
+// (`skip` is a destination that is not), and `address(destination, col)` the 16-byte word of column `col` there. Only
+// chunks whose first column is below `num_cols` are stored (widths are multiples of 8, so a chunk is all in or all
+// out). Chunks [chunk_begin, chunk_end) of each row are stored, staging chunk chunk_begin going to column 0. Every
+// destination is looked up before the first store: lookup may read global memory (a row map, the plan's row sources),
+// and a load issued after a store would wait for it. `thread` is the caller's index among the kThreads threads that
+// store (a consumer warpgroup, or the epilogue warps).
+template <int kThreads, typename Dest, typename LookupFn, typename ValidFn, typename AddressFn>
+__device__ __forceinline__ void store_staged_chunks(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
+                                                    int num_cols, Dest skip, LookupFn&& lookup, ValidFn&& valid,
+                                                    AddressFn&& address) {
     // Items (16-byte chunks) per thread, handled in batches of kBatch: a batch's lookups, then its stores.
     constexpr int kMaxItems = (gemm::WGMMA_M * kChunksPerRow + kThreads - 1) / kThreads;
     constexpr int kBatch = 4;
@@ -76,23 +78,43 @@ __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int th
     const int num_chunks = gemm::WGMMA_M * chunks_per_row;
 #pragma unroll 1
     for (int first = 0; first < kMaxItems; first += kBatch) {
-        __nv_bfloat16* dest[kBatch];
+        Dest dest[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             const int c = thread + (first + j) * kThreads;
-            dest[j] = c < num_chunks ? dest_row(c / chunks_per_row) : nullptr;
+            dest[j] = c < num_chunks ? lookup(c / chunks_per_row) : skip;
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             const int c = thread + (first + j) * kThreads;
             const int chunk = chunk_begin + c % chunks_per_row;
             const int col = (chunk - chunk_begin) * kElementsPerChunk;
-            if (dest[j] != nullptr && col < num_cols) {
-                const uint4 v = *reinterpret_cast<const uint4*>(staging + staging_offset(c / chunks_per_row, chunk));
-                *reinterpret_cast<uint4*>(dest[j] + col) = v;
+            if (valid(dest[j]) && col < num_cols) {
+                *address(dest[j], col) =
+                    *reinterpret_cast<const uint4*>(staging + staging_offset(c / chunks_per_row, chunk));
             }
         }
     }
+}
+
+// Rows to base + dest_row(row) * ld (a negative row skips it): a 32-bit index per lookup.
+template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
+__device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
+                                                  int num_cols, __nv_bfloat16* base, int64_t ld, DestRowFn&& dest_row) {
+    store_staged_chunks<kThreads>(
+        staging, thread, chunk_begin, chunk_end, num_cols, int32_t{-1},
+        [&](int row) -> int32_t { return dest_row(row); }, [](int32_t d) { return d >= 0; },
+        [&](int32_t d, int col) { return reinterpret_cast<uint4*>(base + d * ld + col); });
+}
+
+// Rows to the address dest_row(row) gives (nullptr skips it): rows in different buffers, such as other ranks'.
+template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
+__device__ __forceinline__ void store_staged_rows_at(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
+                                                     int num_cols, DestRowFn&& dest_row) {
+    store_staged_chunks<kThreads>(
+        staging, thread, chunk_begin, chunk_end, num_cols, static_cast<__nv_bfloat16*>(nullptr),
+        [&](int row) -> __nv_bfloat16* { return dest_row(row); }, [](__nv_bfloat16* d) { return d != nullptr; },
+        [](__nv_bfloat16* d, int col) { return reinterpret_cast<uint4*>(d + col); });
 }
 
 // Barrier among the 128 threads of consumer warpgroup `wg` around a staging pass.

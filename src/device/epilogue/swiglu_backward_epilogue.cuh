@@ -129,11 +129,9 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         staging_barrier(e.warpgroup);
         const int col = col_begin + pass * kGroupsPerPass * 8;
         for (int which = 0; which < 2; ++which) {
-            __nv_bfloat16* base = out.dgu + which * out.width + col;
             store_staged_rows(staging, thread_in_wg, which * kGroupsPerPass, (which + 1) * kGroupsPerPass,
-                              out.width - col, [&](int row) -> __nv_bfloat16* {
-                                  return row < rows_here ? base + (first_row + row) * gu_stride : nullptr;
-                              });
+                              out.width - col, out.dgu + which * out.width + col, gu_stride,
+                              [&](int row) -> int32_t { return row < rows_here ? first_row + row : -1; });
         }
         staging_barrier(e.warpgroup);
     }

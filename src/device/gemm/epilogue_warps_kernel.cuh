@@ -127,8 +127,9 @@ __device__ void run_epilogue_warps(const typename Form::Params& params, HandoffS
                 // Into the buffer's part the consumer does not write. The previous tile's stores through it are
                 // over: every thread passed the barrier below for the other row half since. The barrier makes the
                 // part whole before any thread stores through it.
-                Form::template handoff_prepare<kEpilogueThreads>(params, tile, smem.handoff[wg], wg, thread);
-                ptx::named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogueWarps), kEpilogueThreads);
+                if (Form::template handoff_prepare<kEpilogueThreads>(params, tile, smem.handoff[wg], wg, thread)) {
+                    ptx::named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogueWarps), kEpilogueThreads);
+                }
             }
             if (!handoff.wait(wait_ctx, wg, tile_number)) {
                 return;

@@ -134,6 +134,11 @@ Status check_config(const Config& c) {
         return Status::invalid_argument("options.config.peer_timeout_ms",
                                         "a positive time, got " + str(c.peer_timeout_ms));
     }
+    const auto combine = static_cast<int>(c.forward_combine);
+    if (combine < static_cast<int>(ForwardCombine::kAuto) || combine > static_cast<int>(ForwardCombine::kDownStores)) {
+        return Status::invalid_argument("options.config.forward_combine",
+                                        "ForwardCombine::kAuto, kPush or kDownStores, got " + str(combine));
+    }
     return Status::ok();
 }
 

@@ -58,6 +58,11 @@ class StepsImpl final : public LayerSteps {
     int32_t rank_of(int32_t local) const { return dims_.first_local_rank + local; }
     char* window(int32_t local) const { return base_ + layout_.window_offset(local); }
     uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.peer_timeout_ms) * kNanosPerMilli; }
+    // Whether the forward's down projection stores its rows at their sources (ForwardCombine::kDownStores).
+    bool down_stores() const {
+        return config_.forward_combine == ForwardCombine::kDownStores ||
+               (config_.forward_combine == ForwardCombine::kAuto && dims_.width >= kDownStoresMinWidth);
+    }
 
     comm::LaunchGroup<Peers> launch_group(const CudaContext& context) const;
     // The row gate's launch. With `ready_pass` it also hands the pipelined GEMM the number the dispatch's ring
@@ -77,12 +82,12 @@ class StepsImpl final : public LayerSteps {
                             std::span<const TensorView* const> d_weights, int32_t blocks, bool per_tile,
                             cudaStream_t stream);
     // The combine alone: push_and_combine's second half, after a down projection that stored its rows straight
-    // into the combine rows (Config::down_to_sources).
+    // into the combine rows (Config::forward_combine).
     Status combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
                    std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
                    std::span<const TensorView* const> d_weights, cudaStream_t stream);
     // `g` with its routed down projection storing each row into its token's combine row and flagging it, once
-    // its row tile is complete, with the row gate's number (Config::down_to_sources).
+    // its row tile is complete, with the row gate's number (Config::forward_combine).
     RankGemms to_sources(RankGemms g, int32_t local) const;
     // Copies each rank's own [T, H] rows into its window.
     Status stage_window(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
@@ -326,8 +331,8 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
     auto stage_x = [&] { return stage_window(comm::SourceRows::kTokens, x, stream); };
     const int32_t blocks = comm_blocks(config_.num_comm_sms_forward);
     const int32_t side_sms = overlap_sms(blocks);
-    // Recompute has no down projection; otherwise Config::down_to_sources picks the combine's way in.
-    const bool direct = outputs && config_.down_to_sources;
+    // Recompute has no down projection; otherwise Config::forward_combine picks the combine's way in.
+    const bool direct = outputs && down_stores();
     auto exchange_and_plan = [&] {
         MOK_RETURN_IF_ERROR(timeline_->record("routing_exchange", stream,
                                               comm::enqueue_routing_exchange(group, routing.data(), stream)));

@@ -162,7 +162,7 @@ class GatedRows : public ::testing::Test {
         }
     }
 
-    // The down projection storing straight into its rows' sources (gemm::SourceTargets, Config::down_to_sources):
+    // The down projection storing straight into its rows' sources (gemm::SourceTargets, ForwardCombine::kDownStores):
     // every data row lands in its (rank, token * k + slot) combine row with the bits of the plain store, nothing
     // else of any rank's combine rows is written, and each data row's flag carries this step's number while the
     // other flags keep an earlier one. Three ranks' buffers on this GPU stand in for peer windows.

@@ -91,9 +91,12 @@ TEST(LayerDeterminism, EveryConfigGivesTheSameBits) {
     configs[4].ring_rows = 384 * 3;
     configs[4].gemm_pingpong = false;
     configs[4].gemm_epilogue_warps = false;
-    // The push path of the forward's combine, with the in-order and the pipelined (config 0's) stream orders.
-    configs[3].down_to_sources = false;
-    configs[4].down_to_sources = false;
+    // The test shape's width makes kAuto (config 0) the push; the down projection's own stores, pipelined (configs
+    // 1 and 2) and in order (config 3: too few SMs left beside 40 per rank), must give its bits.
+    configs[1].forward_combine = ForwardCombine::kDownStores;
+    configs[2].forward_combine = ForwardCombine::kDownStores;
+    configs[3].forward_combine = ForwardCombine::kDownStores;
+    configs[4].forward_combine = ForwardCombine::kPush;
     const ApiProblem host(c.problem, c.dy);
     std::vector<Named> first;
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -114,22 +117,29 @@ TEST(LayerDeterminism, EveryEpDegreeGivesTheSameBits) {
     MOK_REQUIRE_CUDA_BACKEND();
     const uint64_t seed = case_seed(4);
     std::vector<Named> first;
-    for (const int ep_size : {1, 2, 4, 8}) {
-        const RandomCase c = random_case(busy_problem(), ep_size, seed);
-        SCOPED_TRACE(replay_hint() + "; " + c.description);
-        ApiProblem host(c.problem, c.dy);
-        host.prepare_outputs(case_seed(5));
-        DeviceProblem device(host, kDevice);
-        LayerUnderTest l;
-        MOK_ASSERT_OK(make_layer(device.options(), &l));
-        TestStream stream;
-        MOK_ASSERT_OK(run_step(l, device, GradMode::kFresh, stream.get()));
-        device.download_outputs(host);
-        const std::vector<Named> outputs = global_outputs(host, GradMode::kFresh);
-        if (first.empty()) {
-            first = outputs;
-        } else {
-            EXPECT_TRUE(same_outputs(outputs, first)) << "EP " << ep_size;
+    // Both ways into the combine (the test shape's width makes kAuto the push): at EP 8 the down projection's
+    // stores cross eight virtual ranks' windows.
+    for (const ForwardCombine combine : {ForwardCombine::kPush, ForwardCombine::kDownStores}) {
+        for (const int ep_size : {1, 2, 4, 8}) {
+            const RandomCase c = random_case(busy_problem(), ep_size, seed);
+            SCOPED_TRACE(replay_hint() + "; " + c.description);
+            ApiProblem host(c.problem, c.dy);
+            host.prepare_outputs(case_seed(5));
+            DeviceProblem device(host, kDevice);
+            LayerOptions options = device.options();
+            options.config.forward_combine = combine;
+            LayerUnderTest l;
+            MOK_ASSERT_OK(make_layer(options, &l));
+            TestStream stream;
+            MOK_ASSERT_OK(run_step(l, device, GradMode::kFresh, stream.get()));
+            device.download_outputs(host);
+            const std::vector<Named> outputs = global_outputs(host, GradMode::kFresh);
+            if (first.empty()) {
+                first = outputs;
+            } else {
+                EXPECT_TRUE(same_outputs(outputs, first))
+                    << "EP " << ep_size << ", forward_combine " << static_cast<int>(combine);
+            }
         }
     }
 }

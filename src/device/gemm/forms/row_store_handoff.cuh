@@ -20,10 +20,16 @@ struct RowStoreHandoff {
         epilogue::stage_row_store(buffer, acc, thread_in_wg);
     }
 
-    // The epilogue threads, before the hand-off of row half `row_half` arrives (a barrier among them follows).
+    // The epilogue threads, before the hand-off of row half `row_half` arrives: resolves the rows' destinations
+    // where they are loads. Returns whether it wrote anything (the same in every thread), after which a barrier
+    // among them must follow.
     template <int kThreads, class Params>
-    __device__ static void handoff_prepare(const Params& p, const Tile& t, uint8_t* buffer, int row_half, int thread) {
+    __device__ static bool handoff_prepare(const Params& p, const Tile& t, uint8_t* buffer, int row_half, int thread) {
+        if (!epilogue::resolves_row_destinations(p.out)) {
+            return false;
+        }
         epilogue::resolve_row_destinations<kThreads>(p.out, t, buffer, row_half, thread);
+        return true;
     }
 
     template <int kThreads, class Params>
