@@ -89,12 +89,8 @@ __device__ __forceinline__ void row_store_epilogue(const RowStoreOutput& out, co
 }
 
 // The epilogue split between roles (the epilogue-warps arrangement): the consumer stages both passes into its
-// hand-off buffer; behind them the buffer holds the 64 rows' destinations, which the epilogue threads resolve
-// before the hand-off arrives (resolve_row_destinations): looked up while storing, each batch of stores would wait
-// for a row map's or the plan's loads first, which made the epilogue longer than a short K loop.
-inline constexpr int kRowStagingBytes = kRowStorePasses * gemm::kStagingBytesPerWarpgroup;
-inline constexpr int kRowDestinationBytes = gemm::WGMMA_M * static_cast<int>(sizeof(__nv_bfloat16*));
-inline constexpr int kRowStoreHandoffBytes = kRowStagingBytes + kRowDestinationBytes;
+// hand-off buffer ...
+inline constexpr int kRowStoreHandoffBytes = kRowStorePasses * gemm::kStagingBytesPerWarpgroup;
 
 __device__ __forceinline__ void stage_row_store(uint8_t* buffer, const float (&acc)[gemm::kNumAccumulators],
                                                 int thread_in_wg) {
@@ -104,6 +100,24 @@ __device__ __forceinline__ void stage_row_store(uint8_t* buffer, const float (&a
         stage_row_store_pass(buffer + pass * gemm::kStagingBytesPerWarpgroup, f, acc, pass);
     }
 }
+
+// ... and the kThreads epilogue threads store them while the consumer runs its next K loop.
+template <int kThreads>
+__device__ __forceinline__ void store_row_store(const RowStoreOutput& out, const gemm::Tile& tile,
+                                                const uint8_t* buffer, int row_half, int thread) {
+#pragma unroll 1
+    for (int pass = 0; pass < kRowStorePasses; ++pass) {
+        store_row_store_pass<kThreads>(out, tile, buffer + pass * gemm::kStagingBytesPerWarpgroup, row_half, pass,
+                                       thread);
+    }
+}
+
+// With the rows' destinations resolved ahead (the down projection, whose rows may go to their sources): behind the
+// staged rows the hand-off buffer holds the 64 rows' destinations, which the epilogue threads resolve before the
+// hand-off arrives (resolve_row_destinations). Looked up while storing, each batch of stores would wait for the
+// plan's (or a row map's) loads first, which made the epilogue longer than a short K loop.
+inline constexpr int kRowDestinationBytes = gemm::WGMMA_M * static_cast<int>(sizeof(__nv_bfloat16*));
+inline constexpr int kResolvedRowStoreHandoffBytes = kRowStoreHandoffBytes + kRowDestinationBytes;
 
 // Whether rows' destinations are loads (a row map, the plan's row sources), which the epilogue threads resolve
 // ahead; in place, they are arithmetic.
@@ -116,7 +130,7 @@ __device__ __forceinline__ bool resolves_row_destinations(const RowStoreOutput& 
 template <int kThreads>
 __device__ __forceinline__ void resolve_row_destinations(const RowStoreOutput& out, const gemm::Tile& tile,
                                                          uint8_t* buffer, int row_half, int thread) {
-    auto* dest = reinterpret_cast<__nv_bfloat16**>(buffer + kRowStagingBytes);
+    auto* dest = reinterpret_cast<__nv_bfloat16**>(buffer + kRowStoreHandoffBytes);
     const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
     const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
     for (int row = thread; row < gemm::WGMMA_M; row += kThreads) {
@@ -124,20 +138,15 @@ __device__ __forceinline__ void resolve_row_destinations(const RowStoreOutput& o
     }
 }
 
-// ... and the kThreads epilogue threads store them (through the resolved destinations, where they were) while the
-// consumer runs its next K loop.
+// store_row_store through the resolved destinations, where there are any.
 template <int kThreads>
-__device__ __forceinline__ void store_row_store(const RowStoreOutput& out, const gemm::Tile& tile,
-                                                const uint8_t* buffer, int row_half, int thread) {
+__device__ __forceinline__ void store_resolved_row_store(const RowStoreOutput& out, const gemm::Tile& tile,
+                                                         const uint8_t* buffer, int row_half, int thread) {
     if (!resolves_row_destinations(out)) {
-#pragma unroll 1
-        for (int pass = 0; pass < kRowStorePasses; ++pass) {
-            store_row_store_pass<kThreads>(out, tile, buffer + pass * gemm::kStagingBytesPerWarpgroup, row_half, pass,
-                                           thread);
-        }
+        store_row_store<kThreads>(out, tile, buffer, row_half, thread);
         return;
     }
-    const auto* dest = reinterpret_cast<__nv_bfloat16* const*>(buffer + kRowStagingBytes);
+    const auto* dest = reinterpret_cast<__nv_bfloat16* const*>(buffer + kRowStoreHandoffBytes);
 #pragma unroll 1
     for (int pass = 0; pass < kRowStorePasses; ++pass) {
         const int col = tile.n_idx * gemm::BLOCK_N + pass * gemm::kStagingCols;

@@ -13,7 +13,7 @@
 
 namespace mok::gemm {
 
-struct DownForm : RowStoreHandoff {
+struct DownForm : ResolvedRowStoreHandoff {
     struct Params {
         KernelCommon common;
         RowGroups groups;
@@ -65,8 +65,8 @@ struct DownForm : RowStoreHandoff {
         }
     }
 
-    // Epilogue-warps arrangement: RowStoreHandoff stages and stores the rows; once both row halves of the N tile are
-    // stored, the epilogue warps publish it.
+    // Epilogue-warps arrangement: ResolvedRowStoreHandoff stages and stores the rows; once both row halves of the N
+    // tile are stored, the epilogue warps publish it.
     __device__ static void handoff_finish(const Params& p, const Tile& t, int thread) {
         if (p.publish.enabled()) {
             const auto num_n_tiles = static_cast<uint32_t>((p.out.num_cols + BLOCK_N - 1) / BLOCK_N);

@@ -20,6 +20,18 @@ struct RowStoreHandoff {
         epilogue::stage_row_store(buffer, acc, thread_in_wg);
     }
 
+    template <int kThreads, class Params>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) {
+        epilogue::store_row_store<kThreads>(p.out, t, buffer, row_half, thread);
+    }
+};
+
+// The same for the down projection, whose rows may go to their sources: the epilogue warps resolve each row half's
+// destinations before its hand-off arrives (epilogue::store_resolved_row_store).
+struct ResolvedRowStoreHandoff : RowStoreHandoff {
+    static constexpr int kHandoffBytes = epilogue::kResolvedRowStoreHandoffBytes;
+
     // The epilogue threads, before the hand-off of row half `row_half` arrives: resolves the rows' destinations
     // where they are loads. Returns whether it wrote anything (the same in every thread), after which a barrier
     // among them must follow.
@@ -35,7 +47,7 @@ struct RowStoreHandoff {
     template <int kThreads, class Params>
     __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
                                          int thread) {
-        epilogue::store_row_store<kThreads>(p.out, t, buffer, row_half, thread);
+        epilogue::store_resolved_row_store<kThreads>(p.out, t, buffer, row_half, thread);
     }
 };
 
