@@ -631,30 +631,13 @@ Backend parse_backend(const char* op, const std::string& backend) {
     invalid(op, "backend", "'cpu' (the CPU reference) or 'cuda', got '" + backend + "'");
 }
 
-// Config::forward_combine's names in Python (mok.Config.forward_combine).
+// Config::forward_combine by its name (mok.Config.forward_combine).
 ForwardCombine parse_forward_combine(const char* op, const std::string& name) {
-    if (name == "auto") {
-        return ForwardCombine::kAuto;
+    ForwardCombine c = ForwardCombine::kAuto;
+    if (!mok::parse_forward_combine(name, &c)) {
+        invalid(op, "forward_combine", "'auto', 'push' or 'down_stores', got '" + name + "'");
     }
-    if (name == "push") {
-        return ForwardCombine::kPush;
-    }
-    if (name == "down_stores") {
-        return ForwardCombine::kDownStores;
-    }
-    invalid(op, "forward_combine", "'auto', 'push' or 'down_stores', got '" + name + "'");
-}
-
-std::string forward_combine_name(ForwardCombine c) {
-    switch (c) {
-        case ForwardCombine::kPush:
-            return "push";
-        case ForwardCombine::kDownStores:
-            return "down_stores";
-        case ForwardCombine::kAuto:
-            break;
-    }
-    return "auto";
+    return c;
 }
 
 Device parse_device(const char* op, const c10::Device& device) {
@@ -733,7 +716,7 @@ std::tuple<int64_t, int64_t, int64_t, int64_t, double, int64_t, bool, bool, std:
     const Config c;
     return std::make_tuple(int64_t{c.num_comm_sms_forward}, int64_t{c.num_comm_sms_backward}, c.minibatch_rows,
                            c.ring_rows, c.schedule_capacity_factor, c.peer_timeout_ms, c.gemm_pingpong,
-                           c.gemm_epilogue_warps, forward_combine_name(c.forward_combine));
+                           c.gemm_epilogue_warps, std::string(to_string(c.forward_combine)));
 }
 
 at::Tensor make_unique_id() {

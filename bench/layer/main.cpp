@@ -65,17 +65,7 @@ struct LayerCase {
                sms + order + arrangement + combine + "/" + pass;
     }
 
-    std::string combine_name() const {
-        switch (forward_combine) {
-            case ForwardCombine::kPush:
-                return "push";
-            case ForwardCombine::kDownStores:
-                return "down_stores";
-            case ForwardCombine::kAuto:
-                break;
-        }
-        return "auto";
-    }
+    std::string combine_name() const { return to_string(forward_combine); }
 };
 
 void check(const Status& status, const std::string& what) {
@@ -557,16 +547,12 @@ std::vector<ForwardCombine> parse_combines(const std::string& text) {
     std::vector<ForwardCombine> out;
     std::stringstream list(text);
     for (std::string item; std::getline(list, item, ',');) {
-        if (item == "auto") {
-            out.push_back(ForwardCombine::kAuto);
-        } else if (item == "push") {
-            out.push_back(ForwardCombine::kPush);
-        } else if (item == "down_stores") {
-            out.push_back(ForwardCombine::kDownStores);
-        } else {
+        ForwardCombine c = ForwardCombine::kAuto;
+        if (!parse_forward_combine(item, &c)) {
             throw std::invalid_argument("--forward-combine: a comma list of auto, push, down_stores, got '" + text +
                                         "'");
         }
+        out.push_back(c);
     }
     return out;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace mok {
@@ -46,6 +47,12 @@ enum class ForwardCombine : int {
 };
 // kAuto's threshold: from I = 2048 (32 K blocks) the down projection's K loop hides the scattered stores.
 inline constexpr int64_t kDownStoresMinWidth = 2048;
+
+// "auto", "push" or "down_stores": the names the Python binding and the benchmarks use (an out-of-range value
+// reads "auto"; validation rejects it).
+const char* to_string(ForwardCombine c);
+// The ForwardCombine named `name`; false for any other name.
+bool parse_forward_combine(std::string_view name, ForwardCombine* out);
 
 struct Config {
     // SMs given to communication CTAs in the fused forward and backward kernels; 0 chooses automatically

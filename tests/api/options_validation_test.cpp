@@ -190,5 +190,18 @@ TEST(OptionsValidation, CreateChecksTheWorkspace) {
     EXPECT_TRUE(is_invalid_argument(MoeLayer::create(invalid, workspace, &layer), "options.shape.top_k", "got 0"));
 }
 
+// The names the Python binding and the benchmarks take: each value's name parses back to it, others do not parse.
+TEST(ForwardCombineNames, RoundTripAndRejectOthers) {
+    for (const ForwardCombine c : {ForwardCombine::kAuto, ForwardCombine::kPush, ForwardCombine::kDownStores}) {
+        ForwardCombine parsed = c == ForwardCombine::kAuto ? ForwardCombine::kPush : ForwardCombine::kAuto;
+        EXPECT_TRUE(parse_forward_combine(to_string(c), &parsed)) << to_string(c);
+        EXPECT_EQ(parsed, c);
+    }
+    ForwardCombine untouched = ForwardCombine::kPush;
+    EXPECT_FALSE(parse_forward_combine("pull", &untouched));
+    EXPECT_FALSE(parse_forward_combine("", &untouched));
+    EXPECT_EQ(untouched, ForwardCombine::kPush);
+}
+
 }  // namespace
 }  // namespace mok::testing

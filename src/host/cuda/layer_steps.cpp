@@ -370,34 +370,6 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(shared_forward_gemms(rank_gemms(local, context, stream), *inputs[local], outputs));
         }
-    } else if (direct) {
-        // Pipelined, the down projection storing its rows straight into the sources' combine rows: as below until
-        // gate/up; then the side stream waits for the dispatch too, so that the down projection, with no push
-        // beside it, runs on every SM; the combine follows the join.
-        MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
-            MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kTokens, x, {}, side_stream_->stream()));
-            for (int32_t local = 0; local < num_ranks(); ++local) {
-                MOK_RETURN_IF_ERROR(
-                    shared_forward_gemms(side_gemms(local, context, side_sms, std::nullopt), *inputs[local], outputs));
-            }
-            MOK_RETURN_IF_ERROR(stage_x());
-            MOK_RETURN_IF_ERROR(exchange_and_plan());
-            MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true, TransportPass::kForward), stream));
-            MOK_RETURN_IF_ERROR(comm::enqueue_combine_targets(group, stream));
-            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
-            for (int32_t local = 0; local < num_ranks(); ++local) {
-                MOK_RETURN_IF_ERROR(
-                    routed_gate_up(side_gemms(local, context, side_sms, RingId::kTokens), *inputs[local]));
-            }
-            MOK_RETURN_IF_ERROR(dispatch());
-            MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // and for the dispatch, which held side_sms' rest
-            for (int32_t local = 0; local < num_ranks(); ++local) {
-                MOK_RETURN_IF_ERROR(
-                    routed_down(to_sources(side_gemms(local, context, num_sms_, std::nullopt), local), *inputs[local]));
-            }
-            return Status::ok();
-        }));
-        return combine(group, TransportPass::kForward, routing, y, {}, stream);
     } else {
         // Pipelined (docs/layer.md, "Kernel sequence"): the shared experts need only the staged x, so the side
         // stream starts them at once; the row gate then runs before the dispatch, and the routed gate/up GEMM on
@@ -411,10 +383,24 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
             MOK_RETURN_IF_ERROR(stage_x());
             MOK_RETURN_IF_ERROR(exchange_and_plan());
             MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, true, TransportPass::kForward), stream));
+            if (direct) {
+                MOK_RETURN_IF_ERROR(comm::enqueue_combine_targets(group, stream));
+            }
             MOK_RETURN_IF_ERROR(side_stream_->fork(stream));  // the side stream waits for the row gate
             for (int32_t local = 0; local < num_ranks(); ++local) {
                 MOK_RETURN_IF_ERROR(
                     routed_gate_up(side_gemms(local, context, side_sms, RingId::kTokens), *inputs[local]));
+            }
+            if (direct) {
+                // The down projection stores its rows straight into the sources' combine rows: with no push beside
+                // it, it waits for the dispatch too and runs on every SM; the combine follows the join.
+                MOK_RETURN_IF_ERROR(dispatch());
+                MOK_RETURN_IF_ERROR(side_stream_->fork(stream));
+                for (int32_t local = 0; local < num_ranks(); ++local) {
+                    MOK_RETURN_IF_ERROR(routed_down(
+                        to_sources(side_gemms(local, context, num_sms_, std::nullopt), local), *inputs[local]));
+                }
+                return Status::ok();
             }
             // The down projection publishes each finished row tile, and the push (on the main stream, after the
             // dispatch) sends it as soon as it is published.
@@ -429,6 +415,9 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
             }
             return push_and_combine(group, TransportPass::kForward, routing, y, {}, blocks, true, stream);
         }));
+        if (direct) {
+            return combine(group, TransportPass::kForward, routing, y, {}, stream);
+        }
         if (outputs) {
             return Status::ok();
         }
