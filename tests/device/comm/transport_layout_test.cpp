@@ -33,6 +33,7 @@ std::vector<Region> local_regions(const LocalLayout& l) {
     const auto plan_tables = l.plan_tables.all();
     std::vector<Region> regions(plan_tables.begin(), plan_tables.end());
     regions.push_back(l.push_parts);
+    regions.push_back(l.combine_targets);
     regions.push_back(l.control);
     regions.push_back(l.status);
     for (int32_t ring = 0; ring < kNumRings; ++ring) {
@@ -141,6 +142,11 @@ TEST(TransportLayout, LocalRegionsAreDisjointAlignedAndInside) {
         ASSERT_EQ(reinterpret_cast<char*>(b.plan.status), base + l.plan_tables.status.offset);
         ASSERT_EQ(reinterpret_cast<char*>(b.ring_free[1]), base + l.ring_free[1].offset);
         ASSERT_EQ(reinterpret_cast<char*>(b.status), base + l.status.offset);
+        // The combine-target table: every rank's rows, then every rank's flags, R pointers each, inside its region.
+        ASSERT_EQ(l.combine_targets.bytes, 2 * static_cast<uint64_t>(p.ep_size) * sizeof(void*));
+        ASSERT_EQ(reinterpret_cast<char*>(b.combine_rank_rows), base + l.combine_targets.offset);
+        ASSERT_EQ(reinterpret_cast<char*>(b.combine_rank_flags),
+                  reinterpret_cast<char*>(b.combine_rank_rows + p.ep_size));
     }
 }
 
