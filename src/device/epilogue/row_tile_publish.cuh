@@ -59,7 +59,9 @@ __device__ __forceinline__ void count_row_tile_part(const gemm::RowTilePublish& 
     if (stored_before + 1 != num_parts) {
         return;
     }
-    if (p.rank_flags != nullptr) {
+    // A relaxed read: an earlier kernel's claim is visible by stream order, and a claim racing with this tile
+    // comes from a block that gave up before storing its part, so this row tile would never complete.
+    if (p.rank_flags != nullptr && *reinterpret_cast<const volatile int32_t*>(&p.step_status->code) == 0) {
         publish_to_sources(p, tile.m_idx, *p.sequence);
     }
     if (p.tile_ready != nullptr) {

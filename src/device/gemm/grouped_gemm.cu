@@ -330,14 +330,15 @@ Status down_projection(const DownArgs& a, const LaunchConfig& launch) {
     p.publish = a.publish;
     const SourceTargets& to = a.to_sources;
     if (to.sources != nullptr) {
-        if (to.rank_rows == nullptr || to.rank_flags == nullptr || a.row_map != nullptr) {
+        if (to.rank_rows == nullptr || to.rank_flags == nullptr || to.step_status == nullptr || a.row_map != nullptr) {
             return Status::invalid_argument("down_projection to_sources",
-                                            "rank_rows and rank_flags with sources, and no row_map");
+                                            "rank_rows, rank_flags and step_status with sources, and no row_map");
         }
         p.out.sources = to.sources;
         p.out.rank_rows = to.rank_rows;
         p.publish.sources = to.sources;
         p.publish.rank_flags = to.rank_flags;
+        p.publish.step_status = to.step_status;
     } else if (a.out == nullptr) {
         return Status::invalid_argument("down_projection out", "an output (or to_sources)");
     }

@@ -71,6 +71,7 @@ struct SourceTargets {
     const plan::RowSource* sources = nullptr;   // [rows] the plan's; nullptr: rows go to out
     __nv_bfloat16* const* rank_rows = nullptr;  // [R] device memory: each rank's combine rows (out_ld apart)
     uint64_t* const* rank_flags = nullptr;      // [R] device memory: each rank's combine flags, one per row
+    const DeviceStatus* step_status = nullptr;  // [1] the step's error record: once claimed, no flag is stored
 };
 struct DownArgs {
     GroupedRowSpace rows;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "common/device_status.hpp"
 #include "plan/routing_plan.hpp"
 
 namespace mok::gemm {
@@ -22,6 +23,10 @@ struct RowTilePublish {
     // addresses them). Null: the rows stay here for the push.
     const plan::RowSource* sources = nullptr;  // [rows]
     uint64_t* const* rank_flags = nullptr;     // [R]
+    // With rank_flags: the step's error record. Once it is claimed (an earlier kernel of the step, or this one,
+    // failed) no flag is stored, so that another rank's combine never takes rows of a failed step: it times out
+    // instead, as it does when a failed step's push sends nothing.
+    const DeviceStatus* step_status = nullptr;  // [1]
 
     // Whether the launch publishes anything.
     MOK_HOST_DEVICE bool enabled() const { return tile_ready != nullptr || rank_flags != nullptr; }

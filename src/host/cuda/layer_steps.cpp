@@ -570,8 +570,10 @@ Status StepsImpl<Peers>::combine(const comm::LaunchGroup<Peers>& group, Transpor
 template <typename Peers>
 RankGemms StepsImpl<Peers>::to_sources(RankGemms g, int32_t local) const {
     g.publish = {scratch_[local].out_tile_counts, nullptr, scratch_[local].ready_sequence};
+    // The rank's own record: a step that failed before the down projection (a dispatch that timed out, when the
+    // row gate ran before it) sends other ranks no flags.
     g.to_sources = {g.context.plan.row_source, reinterpret_cast<__nv_bfloat16* const*>(state_[local].combine_rank_rows),
-                    state_[local].combine_rank_flags};
+                    state_[local].combine_rank_flags, state_[local].status};
     return g;
 }
 

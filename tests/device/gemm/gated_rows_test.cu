@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "device/gemm/gemm_config.cuh"
@@ -165,9 +166,11 @@ class GatedRows : public ::testing::Test {
     // The down projection storing straight into its rows' sources (gemm::SourceTargets, ForwardCombine::kDownStores):
     // every data row lands in its (rank, token * k + slot) combine row with the bits of the plain store, nothing
     // else of any rank's combine rows is written, and each data row's flag carries this step's number while the
-    // other flags keep an earlier one. Three ranks' buffers on this GPU stand in for peer windows.
-    void check_source_stores(gemm::Arrangement arrangement) {
-        SCOPED_TRACE(name_of(arrangement));
+    // other flags keep an earlier one. Three ranks' buffers on this GPU stand in for peer windows. With
+    // `step_failed` the step's record (not the launch's, which stays clean so that the GEMM runs to the end) is
+    // claimed before the launch: the rows may land, but no flag may be stored.
+    void check_source_stores(gemm::Arrangement arrangement, bool step_failed) {
+        SCOPED_TRACE(name_of(arrangement) + std::string(step_failed ? ", failed step" : ""));
         const DeviceRowSpace d_rows(rows_);
         std::mt19937_64 rng(kSeed + 2);
         constexpr int32_t kOutCols = 600;  // H: three N tiles, the last one partial
@@ -228,7 +231,9 @@ class GatedRows : public ::testing::Test {
         gemm::DownArgs args = plain_args;
         args.out = nullptr;
         args.publish = {counts.get(), nullptr, sequence.get()};
-        args.to_sources = {d_sources.get(), d_row_ptrs.get(), d_flag_ptrs.get()};
+        DeviceBuffer<DeviceStatus> step_status(std::vector<DeviceStatus>{
+            {static_cast<int32_t>(step_failed ? DeviceErrorCode::kTimeout : DeviceErrorCode::kNone), 0, 0, 0, 0, 0}});
+        args.to_sources = {d_sources.get(), d_row_ptrs.get(), d_flag_ptrs.get(), step_status.get()};
         const Status s = gemm::down_projection(args, launch_with(status.get(), 0, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -247,6 +252,9 @@ class GatedRows : public ::testing::Test {
                 continue;
             }
             written[src.src_rank][src.token_slot] = true;
+            if (step_failed) {
+                continue;
+            }
             const auto got = got_rows[src.src_rank].begin() + static_cast<int64_t>(src.token_slot) * kOutCols;
             const auto expected = want.begin() + static_cast<int64_t>(r) * kOutCols;
             EXPECT_TRUE(std::equal(expected, expected + kOutCols, got)) << "row " << r;
@@ -255,7 +263,7 @@ class GatedRows : public ::testing::Test {
         for (int32_t rank = 0; rank < kRanks; ++rank) {
             for (int32_t slot = 0; slot < num_slots; ++slot) {
                 const bool data = written[rank][slot];
-                EXPECT_EQ(got_flags[rank][slot], data ? kSequence : kSequence - 1)
+                EXPECT_EQ(got_flags[rank][slot], data && !step_failed ? kSequence : kSequence - 1)
                     << "rank " << rank << " slot " << slot;
                 if (!data) {
                     const auto row = got_rows[rank].begin() + static_cast<int64_t>(slot) * kOutCols;
@@ -319,7 +327,13 @@ TEST_F(GatedRows, FlagsOfAnEarlierStepEndTheLaunchWithATimeout) {
 
 TEST_F(GatedRows, DownProjectionStoresRowsAtTheirSources) {
     for (const gemm::Arrangement arrangement : kAllArrangements) {
-        check_source_stores(arrangement);
+        check_source_stores(arrangement, false);
+    }
+}
+
+TEST_F(GatedRows, DownProjectionStoresNoFlagsForAFailedStep) {
+    for (const gemm::Arrangement arrangement : kAllArrangements) {
+        check_source_stores(arrangement, true);
     }
 }
 
