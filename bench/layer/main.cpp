@@ -523,8 +523,8 @@ void print_usage() {
         common_options_help().c_str());
 }
 
-// A comma list of positive counts for `flag`.
-std::vector<int64_t> parse_counts(const std::string& flag, const std::string& text) {
+// A comma list of counts of at least `min` for `flag`.
+std::vector<int64_t> parse_counts(const std::string& flag, const std::string& text, int64_t min) {
     std::vector<int64_t> out;
     std::stringstream list(text);
     for (std::string item; std::getline(list, item, ',');) {
@@ -535,8 +535,9 @@ std::vector<int64_t> parse_counts(const std::string& flag, const std::string& te
         } catch (const std::exception&) {
             used = 0;
         }
-        if (used == 0 || used != item.size() || value <= 0) {
-            throw std::invalid_argument(flag + ": a comma list of positive counts, got '" + text + "'");
+        if (used == 0 || used != item.size() || value < min) {
+            throw std::invalid_argument(flag + ": a comma list of counts >= " + std::to_string(min) + ", got '" + text +
+                                        "'");
         }
         out.push_back(value);
     }
@@ -560,7 +561,6 @@ std::vector<ForwardCombine> parse_combines(const std::string& text) {
 // The flags the common parser left; throws std::invalid_argument on anything else.
 LayerFlags parse_flags(const std::vector<std::string>& rest) {
     LayerFlags flags;
-    std::vector<int> comm_sms;
     for (size_t i = 0; i < rest.size(); ++i) {
         if (rest[i] == "--one-stream") {
             flags.one_stream = true;
@@ -574,33 +574,16 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             (rest[i] != "--comm-sms" && rest[i] != "--tokens" && rest[i] != "--forward-combine")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
-        if (rest[i] == "--tokens") {
-            flags.tokens = parse_counts(rest[i], rest[i + 1]);
-            ++i;
-            continue;
+        const std::string& flag = rest[i];
+        const std::string& value = rest[++i];
+        if (flag == "--tokens") {
+            flags.tokens = parse_counts(flag, value, 1);
+        } else if (flag == "--forward-combine") {
+            flags.forward_combine = parse_combines(value);
+        } else {
+            const std::vector<int64_t> sms = parse_counts(flag, value, 0);
+            flags.comm_sms.assign(sms.begin(), sms.end());
         }
-        if (rest[i] == "--forward-combine") {
-            flags.forward_combine = parse_combines(rest[i + 1]);
-            ++i;
-            continue;
-        }
-        std::stringstream list(rest[++i]);
-        for (std::string item; std::getline(list, item, ',');) {
-            size_t used = 0;
-            int sms = -1;
-            try {
-                sms = std::stoi(item, &used);
-            } catch (const std::exception&) {
-                used = 0;
-            }
-            if (used == 0 || used != item.size() || sms < 0) {
-                throw std::invalid_argument("--comm-sms: a comma list of SM counts >= 0, got '" + rest[i] + "'");
-            }
-            comm_sms.push_back(sms);
-        }
-    }
-    if (!comm_sms.empty()) {
-        flags.comm_sms = comm_sms;
     }
     return flags;
 }
