@@ -162,6 +162,18 @@ void Comparison::add(double got, double same_precision, double oracle) {
     oracle_.push_back(oracle);
 }
 
+void Comparison::resize(size_t n) {
+    got_.resize(n);
+    same_.resize(n);
+    oracle_.resize(n);
+}
+
+void Comparison::set(size_t i, double got, double same_precision, double oracle) {
+    got_[i] = got;
+    same_[i] = same_precision;
+    oracle_[i] = oracle;
+}
+
 void Comparison::expect_bitwise() const {
     ASSERT_FALSE(got_.empty()) << what_ << ": nothing was compared";
     size_t mismatches = 0;

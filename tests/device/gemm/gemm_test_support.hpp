@@ -79,6 +79,9 @@ class Comparison {
   public:
     explicit Comparison(std::string what) : what_(std::move(what)) {}
     void add(double got, double same_precision, double oracle);
+    // For checks that fill their elements from several threads: grow to `n` elements, then set each index once.
+    void resize(size_t n);
+    void set(size_t i, double got, double same_precision, double oracle);
     // Exact inputs: every got must equal its same-precision reference bit for bit.
     void expect_bitwise() const;
     void expect_within_tolerance() const;

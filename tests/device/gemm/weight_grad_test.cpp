@@ -3,6 +3,7 @@
 // NaN in every row outside the experts' segments (the K-tail masking must keep them out of the sums).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -55,32 +56,44 @@ struct GradCase {
 void check_grad(const GradCase& g, const RowSpace& rows, gemm::WeightGradMode mode, Values values,
                 const std::vector<uint16_t>& got_fresh, const std::vector<float>& got_acc,
                 const std::vector<float>& initial, std::mt19937_64& rng) {
+    // Experts with few rows are checked whole: millions of elements for the model shapes, which the threads share
+    // in chunks (the sample of larger experts is drawn first, in expert order, so it does not depend on them).
+    constexpr int64_t kChunks = 64;
     Comparison cmp(g.name);
-    int64_t untouched_changed = 0;  // accumulate mode: elements of experts without rows whose bits changed
+    std::atomic<int64_t> untouched_changed{0};  // accumulate mode: elements of experts without rows whose bits changed
     for (int32_t e = 0; e < rows.num_experts(); ++e) {
         const int64_t first = rows.segment_begin[e];
         const int64_t count = rows.rows_per_expert[e];
         const auto elements = elements_to_check(g.num_rows, g.num_cols, count, rng);
-        for (const auto& [m, n] : elements) {
-            const Bf16* a = g.a->data() + first * g.a_stride + g.a_offset + m;
-            const Bf16* b = g.b->data() + first * g.b_stride + n;
-            const double oracle = dot_f64(a, g.a_stride, b, g.b_stride, count);
-            const float same = dot_f32(a, g.a_stride, b, g.b_stride, count);
-            const int64_t index = (e * g.num_rows + m) * g.num_cols + n;
-            if (mode == gemm::WeightGradMode::kFresh) {
-                cmp.add(Bf16{got_fresh[index]}.to_float(), round_to_bf16(same), oracle);
-            } else {
-                // main_grad += sum: the sum rounds to fp32 once, then one fp32 addition; an expert with no rows
-                // leaves main_grad's bits untouched.
-                const float expected = count == 0 ? initial[index] : fp32::add(initial[index], same);
-                cmp.add(got_acc[index], expected, static_cast<double>(initial[index]) + oracle);
-                // Bit for bit, which the comparison above is not for random values: -0.0 must stay -0.0.
-                untouched_changed += count == 0 && std::memcmp(&got_acc[index], &initial[index], sizeof(float)) != 0;
+        const size_t base = cmp.size();
+        cmp.resize(base + elements.size());
+        const auto num_elements = static_cast<int64_t>(elements.size());
+        parallel_for(kChunks, [&](int64_t chunk) {
+            int64_t changed = 0;
+            for (int64_t i = chunk * num_elements / kChunks; i < (chunk + 1) * num_elements / kChunks; ++i) {
+                const auto [m, n] = elements[static_cast<size_t>(i)];
+                const Bf16* a = g.a->data() + first * g.a_stride + g.a_offset + m;
+                const Bf16* b = g.b->data() + first * g.b_stride + n;
+                const double oracle = dot_f64(a, g.a_stride, b, g.b_stride, count);
+                const float same = dot_f32(a, g.a_stride, b, g.b_stride, count);
+                const int64_t index = (e * g.num_rows + m) * g.num_cols + n;
+                const size_t at = base + static_cast<size_t>(i);
+                if (mode == gemm::WeightGradMode::kFresh) {
+                    cmp.set(at, Bf16{got_fresh[index]}.to_float(), round_to_bf16(same), oracle);
+                } else {
+                    // main_grad += sum: the sum rounds to fp32 once, then one fp32 addition; an expert with no rows
+                    // leaves main_grad's bits untouched.
+                    const float expected = count == 0 ? initial[index] : fp32::add(initial[index], same);
+                    cmp.set(at, got_acc[index], expected, static_cast<double>(initial[index]) + oracle);
+                    // Bit for bit, which the comparison above is not for random values: -0.0 must stay -0.0.
+                    changed += count == 0 && std::memcmp(&got_acc[index], &initial[index], sizeof(float)) != 0;
+                }
             }
-        }
+            untouched_changed += changed;
+        });
     }
     values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
-    EXPECT_EQ(untouched_changed, 0) << g.name << ": main_grad elements of experts without rows changed";
+    EXPECT_EQ(untouched_changed.load(), 0) << g.name << ": main_grad elements of experts without rows changed";
 }
 
 void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradMode mode, uint64_t seed) {
