@@ -94,6 +94,52 @@ Status map_pairs(const void* base, int64_t rows, int64_t width, uint32_t box_col
     return host::encode_bf16_tensor_map(spec, out);
 }
 
+// The weight gradients' operands, row-major (rows, cols) read MN-major (cols along M or N, rows along K), as a
+// chunked view: dims {64 elements, rows, cols / 64 chunks}, strides {ld elements, 64 elements}. One box
+// {64, BLOCK_K, box_chunks} lands as box_chunks (BLOCK_K, 64) boxes one after another, chunk c at
+// c x kMnBoxBytes -- the stage layout operands.cuh describes -- so an operand's stage is one TMA instruction
+// instead of one per 64 columns. Chunks past the last read zeros, as columns past `cols` do in the plain maps.
+// Needs cols % 64 == 0: a partial last chunk would read into the next row (chunked_operands).
+Status map_row_chunks(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_chunks, CUtensorMap* out) {
+    host::TensorMapSpec spec;
+    spec.base = base;
+    spec.rank = 3;
+    spec.dims[0] = kMnBoxElements;
+    spec.dims[1] = static_cast<uint64_t>(rows);
+    spec.dims[2] = static_cast<uint64_t>(cols / kMnBoxElements);
+    spec.strides_bytes[0] = static_cast<uint64_t>(ld) * kBf16;
+    spec.strides_bytes[1] = kMnBoxElements * kBf16;
+    spec.box[0] = kMnBoxElements;
+    spec.box[1] = BLOCK_K;
+    spec.box[2] = box_chunks;
+    return host::encode_bf16_tensor_map(spec, out);
+}
+
+// The (rows, 2, width) pairs in the same chunked view, the half outermost: dims {64, rows, width / 64, 2}, so a
+// box of chunks never crosses from one half into the other (chunks past width / 64 read zeros).
+Status map_pair_chunks(const void* base, int64_t rows, int64_t width, uint32_t box_chunks, CUtensorMap* out) {
+    host::TensorMapSpec spec;
+    spec.base = base;
+    spec.rank = 4;
+    spec.dims[0] = kMnBoxElements;
+    spec.dims[1] = static_cast<uint64_t>(rows);
+    spec.dims[2] = static_cast<uint64_t>(width / kMnBoxElements);
+    spec.dims[3] = 2;
+    spec.strides_bytes[0] = static_cast<uint64_t>(2 * width) * kBf16;
+    spec.strides_bytes[1] = kMnBoxElements * kBf16;
+    spec.strides_bytes[2] = static_cast<uint64_t>(width) * kBf16;
+    spec.box[0] = kMnBoxElements;
+    spec.box[1] = BLOCK_K;
+    spec.box[2] = box_chunks;
+    spec.box[3] = 1;
+    return host::encode_bf16_tensor_map(spec, out);
+}
+
+// Whether the weight gradients' operands take the chunked view: every width they read is whole chunks.
+bool chunked_operands(int32_t hidden, int32_t width) {
+    return hidden % kMnBoxElements == 0 && width % kMnBoxElements == 0;
+}
+
 Status check_shape(const GroupedRowSpace& rows, int32_t hidden, int32_t width, const LaunchConfig& launch) {
     constexpr int32_t kWidthMultiple = 8;  // 16-byte rows: TMA strides and 16-byte epilogue stores
     if (hidden <= 0 || hidden % kWidthMultiple != 0) {
@@ -386,8 +432,14 @@ Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchCon
     typename WeightGradGateUpForm<kMode>::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
-    MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, kMnBoxElements, BLOCK_K, &p.dgu));
-    MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.x));
+    p.chunked = chunked_operands(a.hidden, a.width);
+    if (p.chunked) {
+        MOK_RETURN_IF_ERROR(map_pair_chunks(a.dgu, a.rows.capacity_rows, a.width, kMnBoxesA, &p.dgu));
+        MOK_RETURN_IF_ERROR(map_row_chunks(a.x, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxesB, &p.x));
+    } else {
+        MOK_RETURN_IF_ERROR(map_pairs(a.dgu, a.rows.capacity_rows, a.width, kMnBoxElements, BLOCK_K, &p.dgu));
+        MOK_RETURN_IF_ERROR(map_rows(a.x, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.x));
+    }
     MOK_RETURN_IF_ERROR(weight_grad_output<kMode>(a.d_gate, a.rows.num_experts, a.width, a.hidden, &p.d_gate));
     MOK_RETURN_IF_ERROR(weight_grad_output<kMode>(a.d_up, a.rows.num_experts, a.width, a.hidden, &p.d_up));
     p.num_experts = a.rows.num_experts;
@@ -406,8 +458,14 @@ Status launch_weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& 
     typename WeightGradDownForm<kMode>::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
-    MOK_RETURN_IF_ERROR(map_rows(a.dys, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.dys));
-    MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, kMnBoxElements, BLOCK_K, &p.h));
+    p.chunked = chunked_operands(a.hidden, a.width);
+    if (p.chunked) {
+        MOK_RETURN_IF_ERROR(map_row_chunks(a.dys, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxesA, &p.dys));
+        MOK_RETURN_IF_ERROR(map_row_chunks(a.h, a.rows.capacity_rows, a.width, a.width, kMnBoxesB, &p.h));
+    } else {
+        MOK_RETURN_IF_ERROR(map_rows(a.dys, a.rows.capacity_rows, a.hidden, a.hidden, kMnBoxElements, BLOCK_K, &p.dys));
+        MOK_RETURN_IF_ERROR(map_rows(a.h, a.rows.capacity_rows, a.width, a.width, kMnBoxElements, BLOCK_K, &p.h));
+    }
     MOK_RETURN_IF_ERROR(weight_grad_output<kMode>(a.d_down, a.rows.num_experts, a.hidden, a.width, &p.d_down));
     p.num_experts = a.rows.num_experts;
     return launch_form<WeightGradDownForm<kMode>>(p, launch);

@@ -27,6 +27,13 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const void* tensor_map, 
     cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar);
 }
 
+// Loads the 4-D box at (c0 innermost, c1, c2, c3).
+__device__ __forceinline__ void tma_load_4d(void* smem, const void* tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                            int32_t c3, uint64_t* bar) {
+    const int32_t coords[4] = {c0, c1, c2, c3};
+    cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem, tensor_map, coords, bar);
+}
+
 // The same loads, multicast: the box lands at `smem`'s offset in the shared memory of every cluster CTA whose bit
 // is set in `cta_mask`, and its bytes count toward the barrier at `bar`'s offset in each of those CTAs.
 __device__ __forceinline__ void tma_load_2d_multicast(void* smem, const void* tensor_map, int32_t c0, int32_t c1,

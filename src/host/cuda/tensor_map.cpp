@@ -36,6 +36,9 @@ Status encode_tensor_map(const TensorMapSpec& spec, TensorElement element, CUten
     if (reinterpret_cast<uintptr_t>(spec.base) % kAlignment != 0) {
         return Status::invalid_argument("tensor map base", "a 16-byte aligned address");
     }
+    if (spec.rank < 2 || spec.rank > kMaxTensorMapRank) {
+        return Status::invalid_argument("tensor map rank", "2 to " + std::to_string(kMaxTensorMapRank));
+    }
     for (int d = 0; d + 1 < spec.rank; ++d) {
         if (spec.strides_bytes[d] % kAlignment != 0) {
             return Status::invalid_argument("tensor map stride " + std::to_string(d + 1), "a multiple of 16 bytes");
@@ -45,7 +48,7 @@ Status encode_tensor_map(const TensorMapSpec& spec, TensorElement element, CUten
     if (encode == nullptr) {
         return {StatusCode::kCudaError, "cuTensorMapEncodeTiled is not available from the CUDA driver"};
     }
-    const cuuint32_t element_strides[3] = {1, 1, 1};
+    const cuuint32_t element_strides[kMaxTensorMapRank] = {1, 1, 1, 1};
     const CUresult result = encode(
         out, element == TensorElement::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         static_cast<cuuint32_t>(spec.rank), const_cast<void*>(spec.base), spec.dims, spec.strides_bytes, spec.box,

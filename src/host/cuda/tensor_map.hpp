@@ -11,15 +11,18 @@
 
 namespace mok::host {
 
-// A tensor of rank 2 or 3 as TMA sees it: dims innermost first, strides in bytes of dims 1.., and the box
+// A tensor of rank 2 to 4 as TMA sees it: dims innermost first, strides in bytes of dims 1.., and the box
 // (the tile one load copies) innermost first. The innermost box dimension must span at most 128 bytes (the
-// swizzle width); elements outside the tensor load as zeros.
+// swizzle width); elements outside the tensor load as zeros. The strides of dims 1.. need not grow with the
+// dimension: a view whose outer dimension steps through a row in 128-byte chunks is one (grouped_gemm.cu).
+inline constexpr int kMaxTensorMapRank = 4;
+
 struct TensorMapSpec {
     const void* base = nullptr;
     int rank = 2;
-    uint64_t dims[3] = {};
-    uint64_t strides_bytes[2] = {};
-    uint32_t box[3] = {};
+    uint64_t dims[kMaxTensorMapRank] = {};
+    uint64_t strides_bytes[kMaxTensorMapRank - 1] = {};
+    uint32_t box[kMaxTensorMapRank] = {};
 };
 
 enum class TensorElement {

@@ -7,6 +7,9 @@
 //   down:     dW_down,e (H, I) = dYs_e^T H_e with dYs = bf16(w * dy) row by row
 //             A  dys (rows, H):    tensor map 2-D {H, rows}, box {64, 64}, two boxes along M
 //             B  h   (rows, I):    tensor map 2-D {I, rows}, box {64, 64}, four boxes along N
+// Where H and I are whole 64-element chunks (`chunked`, every model shape) each operand is instead one box of a
+// chunked view -- {64, rows, cols / 64} (x, dys, h) or {64, rows, I / 64, 2} (dgu) -- that lands in the same
+// stage layout: two TMA instructions per stage instead of six (grouped_gemm.cu, map_row_chunks).
 // The last K block of an expert reaches past its rows; mask_k_tail zeroes those rows in shared memory, so the
 // padding and the next expert's rows never enter the sum.
 #pragma once
@@ -50,11 +53,12 @@ struct WeightGradGateUpForm : WeightGradHandoff<WeightGradGateUpForm<kMode>, kMo
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap dgu;                    // {I, 2, rows}, box {64, 1, 64}
-        CUtensorMap x;                      // {H, rows}, box {64, 64}
+        CUtensorMap dgu;                    // {I, 2, rows}, box {64, 1, 64}; chunked: {64, rows, I / 64, 2}
+        CUtensorMap x;                      // {H, rows}, box {64, 64}; chunked: {64, rows, H / 64}
         epilogue::WeightGradOutput d_gate;  // (E, I, H); accumulate mode: with its fp32 tensor map
         epilogue::WeightGradOutput d_up;    // (E, I, H)
         int32_t num_experts;
+        bool chunked;  // the maps are the chunked views: one box per operand and stage
     };
     using Scheduler = ExpertWeightScheduler;
     static constexpr Major kMajorA = Major::kMN;
@@ -77,6 +81,11 @@ struct WeightGradGateUpForm : WeightGradHandoff<WeightGradGateUpForm<kMode>, kMo
         const int row = t.row_begin + k_block * BLOCK_K;
         const int half = t.m_idx < tiles_per_half(p) ? 0 : 1;
         const int m = (t.m_idx - half * tiles_per_half(p)) * BLOCK_M;
+        if (p.chunked) {
+            ptx::tma_load_4d(a, &p.dgu, 0, row, m / kMnBoxElements, half, bar);
+            ptx::tma_load_3d(b, &p.x, 0, row, t.n_idx * kMnBoxesB, bar);
+            return;
+        }
 #pragma unroll
         for (int box = 0; box < kMnBoxesA; ++box) {
             ptx::tma_load_3d(a + box * kMnBoxBytes, &p.dgu, m + box * kMnBoxElements, half, row, bar);
@@ -122,10 +131,11 @@ struct WeightGradDownForm : WeightGradHandoff<WeightGradDownForm<kMode>, kMode> 
     struct Params {
         KernelCommon common;
         RowGroups groups;
-        CUtensorMap dys;                    // {H, rows}, box {64, 64}
-        CUtensorMap h;                      // {I, rows}, box {64, 64}
+        CUtensorMap dys;                    // {H, rows}, box {64, 64}; chunked: {64, rows, H / 64}
+        CUtensorMap h;                      // {I, rows}, box {64, 64}; chunked: {64, rows, I / 64}
         epilogue::WeightGradOutput d_down;  // (E, H, I); accumulate mode: with its fp32 tensor map
         int32_t num_experts;
+        bool chunked;  // as in the gate/up form
     };
     using Scheduler = ExpertWeightScheduler;
     static constexpr Major kMajorA = Major::kMN;
@@ -144,6 +154,11 @@ struct WeightGradDownForm : WeightGradHandoff<WeightGradDownForm<kMode>, kMode> 
 
     __device__ static void load(const Params& p, const Tile& t, int k_block, uint8_t* a, uint8_t* b, uint64_t* bar) {
         const int row = t.row_begin + k_block * BLOCK_K;
+        if (p.chunked) {
+            ptx::tma_load_3d(a, &p.dys, 0, row, t.m_idx * kMnBoxesA, bar);
+            ptx::tma_load_3d(b, &p.h, 0, row, t.n_idx * kMnBoxesB, bar);
+            return;
+        }
 #pragma unroll
         for (int box = 0; box < kMnBoxesA; ++box) {
             ptx::tma_load_2d(a + box * kMnBoxBytes, &p.dys, t.m_idx * BLOCK_M + box * kMnBoxElements, row, bar);
