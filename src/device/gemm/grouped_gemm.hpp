@@ -147,7 +147,8 @@ struct WeightGradDownArgs {
 };
 Status weight_grad_down(const WeightGradDownArgs& args, const LaunchConfig& launch);
 
-// dys[r] = bf16(row_weight[r] * dy[r]) for every data row (the down weight gradient's operand).
+// dys[r] = bf16(row_weight[r] * dy[r]) for every data row (the down weight gradient's operand). dys may be dy
+// (in place): each element is read and then written by the same thread.
 Status scale_rows(const GroupedRowSpace& rows, const __nv_bfloat16* dy, const float* row_weight, __nv_bfloat16* dys,
                   int32_t hidden, cudaStream_t stream);
 

@@ -70,28 +70,30 @@ Status routed_dgrad_down(const RankGemms& g, const RankInputs& in) {
                                   g.dgrad_down_launch()));
 }
 
-Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const BackwardArgs& args) {
-    const ContextBuffers& c = g.context;
+Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in) {
     const ScratchBuffers& s = g.scratch;
-    const gemm::WeightGradMode mode = weight_grad_mode(args);
     const cudaStream_t stream = g.launch.stream;
-
-    // out_rows first holds bf16(w dy), the operand of dW_down, and is then overwritten by the dx rows:
-    // weight_grad_down has read it by then (stream order).
     MOK_RETURN_IF_ERROR(timed(g, "reduce_router_partials",
                               gemm::reduce_router_partials(g.routed, s.partials, gemm::router_partial_tiles(g.width),
                                                            s.d_row_weight, stream)));
+    return timed(g, "dgrad_gate_up",
+                 gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up), s.out_rows, g.hidden,
+                                      nullptr, g.hidden, g.width},
+                                     g.split_epilogue_launch()));
+}
+
+Status routed_weight_grad_down(const RankGemms& g, const BackwardArgs& args) {
+    const ContextBuffers& c = g.context;
+    const ScratchBuffers& s = g.scratch;
+    const gemm::WeightGradMode mode = weight_grad_mode(args);
+    // In place: each element of a dy row is read and then overwritten by the thread that scales it, and the dy rows
+    // are not read again (routed_dgrad_down has run), so dW_down needs no buffer of its own.
     MOK_RETURN_IF_ERROR(
-        timed(g, "scale_rows", gemm::scale_rows(g.routed, s.grad_rows, c.row_weight, s.out_rows, g.hidden, stream)));
-    MOK_RETURN_IF_ERROR(
-        timed(g, "weight_grad_down",
-              gemm::weight_grad_down({g.routed, s.out_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width},
-                                     weight_grad_launch(g, mode))));
-    MOK_RETURN_IF_ERROR(timed(g, "dgrad_gate_up",
-                              gemm::dgrad_gate_up({g.routed, s.dgu, bf16(in.experts.gate), bf16(in.experts.up),
-                                                   s.out_rows, g.hidden, nullptr, g.hidden, g.width},
-                                                  g.split_epilogue_launch())));
-    return Status::ok();
+        timed(g, "scale_rows",
+              gemm::scale_rows(g.routed, s.grad_rows, c.row_weight, s.grad_rows, g.hidden, g.launch.stream)));
+    return timed(g, "weight_grad_down",
+                 gemm::weight_grad_down({g.routed, s.grad_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width},
+                                        weight_grad_launch(g, mode)));
 }
 
 Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args) {

@@ -68,11 +68,16 @@ Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outpu
 Status routed_dgrad_down(const RankGemms& g, const RankInputs& in);
 
 // The routed experts' backward from routed_dgrad_down (and the dispatch) to the dx rows: router-weight
-// gradients, bf16(w dy), dW_down, and dgrad through gate/up into scratch.out_rows.
-Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in, const BackwardArgs& args);
+// gradients, and dgrad through gate/up into scratch.out_rows.
+Status routed_backward_to_dx(const RankGemms& g, const RankInputs& in);
 
-// dW_gate and dW_up of the routed experts, after routed_backward_to_dx; it reads dg|du and the x rows, not the
-// dx rows, so the push may run beside it.
+// dW_down of the routed experts, after routed_dgrad_down: bf16(w dy) in place of the dy rows in
+// scratch.grad_rows, which nothing reads after routed_dgrad_down, then dW_down from them and the h rows. It reads
+// neither dg|du nor the dx rows, so it may run beside routed_backward_to_dx's dgrad and beside the push.
+Status routed_weight_grad_down(const RankGemms& g, const BackwardArgs& args);
+
+// dW_gate and dW_up of the routed experts, after routed_dgrad_down; it reads dg|du and the x rows, not the dx
+// rows, so the push may run beside it.
 Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args);
 
 // Each shared expert's dgrads: dg|du into scratch.shared_dgu[s] and its dx rows into scratch.shared_out[s]. It

@@ -87,9 +87,9 @@ struct RankStateLayout {
 struct ScratchLayout {
     Region dense_x;                  // [T_pad, H] bf16: the shared experts' x (the A operand needs 128-row tiles)
     Region dense_dy;                 // [T_pad, H] bf16: the shared experts' dy
-    Region grad_rows;                // [C, H] bf16: the dispatched dy rows (the kGrads ring)
-    Region out_rows;                 // [C, H] bf16: forward expert outputs by owner row; backward bf16(w dy), then
-                                     // the dx rows (weight_grad_down has read the former before dgrad_gate_up writes)
+    Region grad_rows;                // [C, H] bf16: the dispatched dy rows (the kGrads ring), then, once dgrad_down
+                                     // has read them, bf16(w dy) in their place (weight_grad_down's operand)
+    Region out_rows;                 // [C, H] bf16: forward expert outputs by owner row; backward the dx rows
     Region dgu;                      // [C, 2, I] bf16: dg|du of the routed experts
     Region partials;                 // [C, N tiles of I] fp32: router-gradient partials of the routed dgrad_down
     Region d_row_weight;             // [C] fp32: d router weight of each owner row (pushed with the dx rows)

@@ -482,7 +482,8 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         for (int32_t local = 0; local < num_ranks(); ++local) {
             const RankGemms g = rank_gemms(local, context, stream);
             MOK_RETURN_IF_ERROR(routed_dgrad_down(g, inputs[local]));
-            MOK_RETURN_IF_ERROR(routed_backward_to_dx(g, inputs[local], args[local]));
+            MOK_RETURN_IF_ERROR(routed_backward_to_dx(g, inputs[local]));
+            MOK_RETURN_IF_ERROR(routed_weight_grad_down(g, args[local]));
             MOK_RETURN_IF_ERROR(routed_weight_grad_gate_up(g, args[local]));
         }
         for (int32_t local = 0; local < num_ranks(); ++local) {
@@ -514,18 +515,25 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     // that the weight gradients below add nothing to main_grad, as on the in-order path.
     MOK_RETURN_IF_ERROR(layer::enqueue_row_gate(row_gate(context, false, std::nullopt), stream));
     for (int32_t local = 0; local < num_ranks(); ++local) {
-        MOK_RETURN_IF_ERROR(routed_backward_to_dx(rank_gemms(local, context, stream), inputs[local], args[local]));
+        MOK_RETURN_IF_ERROR(routed_backward_to_dx(rank_gemms(local, context, stream), inputs[local]));
     }
-    // The dx rows are complete: the push and the combine run beside the weight gradients of gate/up and of the
-    // shared experts, which read dg|du, x and dy but not the dx rows.
-    return with_side_stream(stream, [&] {
+    // The dx rows are complete: the push and the combine run beside the routed dW_down, which reads neither them
+    // nor dg|du, on the SMs the push leaves. That side is the shorter one to keep the copy SMs' share idle once the
+    // push is done: a persistent grid cannot grow, so the weight gradients of gate/up and of the shared experts
+    // (about three quarters of the rest) run after the join, on every SM.
+    MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(
-                routed_weight_grad_gate_up(side_gemms(local, context, side_sms, std::nullopt), args[local]));
-            MOK_RETURN_IF_ERROR(shared_weight_grads(side_gemms(local, context, side_sms, std::nullopt), args[local]));
+                routed_weight_grad_down(side_gemms(local, context, side_sms, std::nullopt), args[local]));
         }
         return push();
-    });
+    }));
+    for (int32_t local = 0; local < num_ranks(); ++local) {
+        const RankGemms g = rank_gemms(local, context, stream);
+        MOK_RETURN_IF_ERROR(routed_weight_grad_gate_up(g, args[local]));
+        MOK_RETURN_IF_ERROR(shared_weight_grads(g, args[local]));
+    }
+    return Status::ok();
 }
 
 template <typename Peers>
