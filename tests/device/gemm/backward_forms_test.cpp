@@ -121,16 +121,8 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
         }
         cmp_dw.add(dw[r], dw_same, dw_oracle);
     }
-    if (values == Values::kExact) {
-        // dh' is exact; everything after it is the shared fp32 code in the same order.
-        cmp_dg.expect_bitwise();
-        cmp_du.expect_bitwise();
-        cmp_dw.expect_bitwise();
-    } else {
-        cmp_dg.expect_within_tolerance();
-        cmp_du.expect_within_tolerance();
-        cmp_dw.expect_within_tolerance();
-    }
+    // Exact values: dh' is exact; everything after it is the shared fp32 code in the same order.
+    expect_agreement(values, {&cmp_dg, &cmp_du, &cmp_dw});
     for (int32_t r = 0; r < rows.capacity_rows; ++r) {
         if (!rows.holds_data(r)) {
             ASSERT_TRUE(is_poison(dgu[static_cast<int64_t>(r) * 2 * I])) << "row " << r << " was written";
@@ -151,12 +143,7 @@ TEST(GroupedGemmBackward, DgradDownWithRouterGradient) {
     if (!has_gpu()) {
         GTEST_SKIP() << "needs a GPU";
     }
-    uint64_t seed = std::random_device{}();
-    for (const GemmShape& shape : test_shapes(264)) {
-        for (Values values : {Values::kExact, Values::kRandom}) {
-            check_dgrad_down(shape, values, seed++);
-        }
-    }
+    for_each_shape_and_values(264, check_dgrad_down);
 }
 
 void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
@@ -210,38 +197,27 @@ void check_dgrad_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
             cmp.add(out[check[c] * H + n].to_float(), round_to_bf16(o32[c * H + n]), o64[c * H + n]);
         }
     }
-    values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
+    expect_agreement(values, {&cmp});
     for (int32_t r = 0; r < rows.capacity_rows; ++r) {
         if (!rows.holds_data(r)) {
             ASSERT_TRUE(is_poison(out[static_cast<int64_t>(r) * H])) << "row " << r << " was written";
         }
     }
-    run(11);
-    EXPECT_EQ(d_out.download(), out);
-    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
-        run(num_sms, arrangement);
-        EXPECT_EQ(d_out.download(), out);
-    });
+    expect_same_bits_on_other_grids(11, run, [&] { EXPECT_EQ(d_out.download(), out); });
 }
 
 TEST(GroupedGemmBackward, DgradGateUpOneAccumulator) {
     if (!has_gpu()) {
         GTEST_SKIP() << "needs a GPU";
     }
-    uint64_t seed = std::random_device{}();
-    for (const GemmShape& shape : test_shapes(264)) {
-        for (Values values : {Values::kExact, Values::kRandom}) {
-            check_dgrad_gate_up(shape, values, seed++);
-        }
-    }
+    for_each_shape_and_values(264, check_dgrad_gate_up);
 }
 
-TEST(GroupedGemmBackward, ScaleRows) {
-    if (!has_gpu()) {
-        GTEST_SKIP() << "needs a GPU";
-    }
+// dys[r] = bf16(w[r] dy[r]) on data rows only, into a separate buffer and in place (the layer scales its dy rows
+// in place once dgrad_down has read them).
+void check_scale_rows(bool in_place) {
     const uint64_t seed = std::random_device{}();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(std::string(in_place ? "in place" : "into another buffer") + ", seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     const RowSpace rows = make_row_space({0, 1, 77, 300});
     const int64_t H = 264;
@@ -251,22 +227,33 @@ TEST(GroupedGemmBackward, ScaleRows) {
     DeviceBuffer<Bf16> d_dy(dy), d_dys(dy.size());
     DeviceBuffer<float> d_weight(weight);
     d_dys.fill_bytes(kPoisonByte);
-    const Status s = gemm::scale_rows(d_rows.view(), as_device_bf16(d_dy), d_weight.get(), as_device_bf16(d_dys),
+    DeviceBuffer<Bf16>& out = in_place ? d_dy : d_dys;
+    const Status s = gemm::scale_rows(d_rows.view(), as_device_bf16(d_dy), d_weight.get(), as_device_bf16(out),
                                       static_cast<int32_t>(H), nullptr);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     MOK_ASSERT_CUDA(cudaDeviceSynchronize());
-    const std::vector<Bf16> dys = d_dys.download();
+    const std::vector<Bf16> dys = out.download();
     for (int32_t r = 0; r < rows.capacity_rows; ++r) {
         for (int64_t n = 0; n < H; ++n) {
             const Bf16 got = dys[r * H + n];
             if (rows.holds_data(r)) {
                 ASSERT_EQ(got.bits, round_to_bf16_bits(fp32::mul(weight[r], dy[r * H + n].to_float())))
                     << "row " << r << " column " << n;
+            } else if (in_place) {
+                ASSERT_EQ(got.bits, dy[r * H + n].bits) << "row " << r << " was written";
             } else {
                 ASSERT_TRUE(is_poison(got)) << "row " << r << " was written";
             }
         }
     }
+}
+
+TEST(GroupedGemmBackward, ScaleRows) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    check_scale_rows(false);
+    check_scale_rows(true);
 }
 
 }  // namespace

@@ -77,28 +77,16 @@ void check_gate_up(const GemmShape& shape, Values values, uint64_t seed) {
             cmp_h.add(h[r * I + i].to_float(), round_to_bf16(swiglu::forward(gb, ub)), oracle_h);
         }
     }
-    if (values == Values::kExact) {
-        cmp_g.expect_bitwise();
-        cmp_u.expect_bitwise();
-        cmp_h.expect_bitwise();
-    } else {
-        cmp_g.expect_within_tolerance();
-        cmp_u.expect_within_tolerance();
-        cmp_h.expect_within_tolerance();
-    }
+    expect_agreement(values, {&cmp_g, &cmp_u, &cmp_h});
     for (int32_t r = 0; r < rows.capacity_rows; ++r) {
         if (!rows.holds_data(r)) {
             ASSERT_TRUE(is_poison(h[static_cast<int64_t>(r) * I])) << "row " << r << " is not data but was written";
             ASSERT_TRUE(is_poison(gu[static_cast<int64_t>(r) * 2 * I])) << "row " << r << " was written";
         }
     }
-    // Any grid gives the same bits.
-    run(7);
-    EXPECT_EQ(d_gu.download(), gu);
-    EXPECT_EQ(d_h.download(), h);
-    // So does every other arrangement, poison included: none writes what the cooperative kernel leaves alone.
-    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
-        run(num_sms, arrangement);
+    // Any grid and every other arrangement give the same bits, poison included: none writes what the cooperative
+    // kernel leaves alone.
+    expect_same_bits_on_other_grids(7, run, [&] {
         EXPECT_EQ(d_gu.download(), gu);
         EXPECT_EQ(d_h.download(), h);
     });
@@ -108,12 +96,7 @@ TEST(GroupedGemmForward, GateUpSwiglu) {
     if (!has_gpu()) {
         GTEST_SKIP() << "needs a GPU";
     }
-    uint64_t seed = std::random_device{}();
-    for (const GemmShape& shape : test_shapes(8)) {
-        for (Values values : {Values::kExact, Values::kRandom}) {
-            check_gate_up(shape, values, seed++);
-        }
-    }
+    for_each_shape_and_values(8, check_gate_up);
 }
 
 void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t seed) {
@@ -186,7 +169,7 @@ void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t se
             cmp.add(out[dest * out_ld + n].to_float(), round_to_bf16(o32[c * H + n]), o64[c * H + n]);
         }
     }
-    values == Values::kExact ? cmp.expect_bitwise() : cmp.expect_within_tolerance();
+    expect_agreement(values, {&cmp});
     // Nothing but data rows' first H columns was written: the stride's gap and every other row stay poison.
     std::vector<bool> written(num_out_rows, false);
     for (int32_t r = 0; r < rows.capacity_rows; ++r) {
@@ -200,24 +183,15 @@ void check_down(const GemmShape& shape, Values values, bool scatter, uint64_t se
             ASSERT_TRUE(is_poison(out[row * out_ld])) << "row " << row << " should not have been written";
         }
     }
-    run(5);
-    EXPECT_EQ(d_out.download(), out);
-    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
-        run(num_sms, arrangement);
-        EXPECT_EQ(d_out.download(), out);
-    });
+    expect_same_bits_on_other_grids(5, run, [&] { EXPECT_EQ(d_out.download(), out); });
 }
 
 TEST(GroupedGemmForward, DownInPlace) {
     if (!has_gpu()) {
         GTEST_SKIP() << "needs a GPU";
     }
-    uint64_t seed = std::random_device{}();
-    for (const GemmShape& shape : test_shapes(8)) {
-        for (Values values : {Values::kExact, Values::kRandom}) {
-            check_down(shape, values, false, seed++);
-        }
-    }
+    for_each_shape_and_values(
+        8, [](const GemmShape& shape, Values values, uint64_t seed) { check_down(shape, values, false, seed); });
 }
 
 TEST(GroupedGemmForward, DownScattered) {

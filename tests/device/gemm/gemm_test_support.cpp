@@ -224,6 +224,22 @@ std::vector<GemmShape> test_shapes(int32_t narrow_width) {
     };
 }
 
+void expect_agreement(Values values, std::initializer_list<const Comparison*> comparisons) {
+    for (const Comparison* c : comparisons) {
+        values == Values::kExact ? c->expect_bitwise() : c->expect_within_tolerance();
+    }
+}
+
+void for_each_shape_and_values(int32_t narrow_width,
+                               const std::function<void(const GemmShape&, Values, uint64_t)>& check) {
+    uint64_t seed = std::random_device{}();
+    for (const GemmShape& shape : test_shapes(narrow_width)) {
+        for (Values values : {Values::kExact, Values::kRandom}) {
+            check(shape, values, seed++);
+        }
+    }
+}
+
 std::string describe(const GemmShape& shape, Values values) {
     return "H " + std::to_string(shape.hidden) + " I " + std::to_string(shape.width) +
            (values == Values::kExact ? " exact" : " random");
@@ -250,6 +266,16 @@ void for_each_other_arrangement(const std::function<void(gemm::Arrangement, int)
     };
     each(gemm::Arrangement::kPingPong, kPingPongSmCounts);
     each(gemm::Arrangement::kEpilogueWarps, kEpilogueWarpsSmCounts);
+}
+
+void expect_same_bits_on_other_grids(int few_sms, const std::function<void(int, gemm::Arrangement)>& run,
+                                     const std::function<void()>& expect_first_bits) {
+    run(few_sms, gemm::Arrangement::kCooperative);
+    expect_first_bits();
+    for_each_other_arrangement([&](gemm::Arrangement arrangement, int num_sms) {
+        run(num_sms, arrangement);
+        expect_first_bits();
+    });
 }
 
 gemm::LaunchConfig launch_with(DeviceStatus* status, int num_sms, gemm::Arrangement arrangement) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +95,9 @@ class Comparison {
     std::vector<double> oracle_;
 };
 
+// Judges each comparison as its inputs allow: bit for bit on exact values, by the tolerance model on random ones.
+void expect_agreement(Values values, std::initializer_list<const Comparison*> comparisons);
+
 // Runs `body` on `num_threads` threads over [0, n): keeps the CPU references of large shapes quick.
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body);
 
@@ -112,6 +116,11 @@ struct GemmShape {
 std::vector<GemmShape> test_shapes(int32_t narrow_width);
 
 std::string describe(const GemmShape& shape, Values values);
+
+// Calls `check(shape, values, seed)` for every shape of test_shapes(narrow_width), on exact and on random values,
+// each call with its own seed (consecutive from a fresh random one, named by each check's trace).
+void for_each_shape_and_values(int32_t narrow_width,
+                               const std::function<void(const GemmShape&, Values, uint64_t)>& check);
 
 // A launch on `num_sms` SMs (0: all) reporting to `status`. On all SMs it aligns its waves (a wave counter, as
 // the layer's launches do); on a given number it does not, so every "any grid gives the same bits" check also
@@ -139,5 +148,11 @@ const char* name_of(gemm::Arrangement arrangement);
 // warps on kEpilogueWarpsSmCounts, each under a trace naming both: the checks that a form gives the cooperative
 // kernel's bits in every other arrangement that serves it.
 void for_each_other_arrangement(const std::function<void(gemm::Arrangement, int)>& run_and_check);
+
+// After a form's first run on all SMs (cooperative): runs it again on `few_sms` SMs, then in every other
+// arrangement (for_each_other_arrangement), and after each run calls `expect_first_bits`, which compares the outputs
+// with the first run's: any grid and any arrangement give the same bits.
+void expect_same_bits_on_other_grids(int few_sms, const std::function<void(int, gemm::Arrangement)>& run,
+                                     const std::function<void()>& expect_first_bits);
 
 }  // namespace mok::test
