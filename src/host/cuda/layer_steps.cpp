@@ -518,9 +518,9 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
         MOK_RETURN_IF_ERROR(routed_backward_to_dx(rank_gemms(local, context, stream), inputs[local]));
     }
     // The dx rows are complete: the push and the combine run beside the routed dW_down, which reads neither them
-    // nor dg|du, on the SMs the push leaves. That side is the shorter one to keep the copy SMs' share idle once the
-    // push is done: a persistent grid cannot grow, so the weight gradients of gate/up and of the shared experts
-    // (about three quarters of the rest) run after the join, on every SM.
+    // nor dg|du, on the SMs the push leaves. A persistent grid cannot grow onto the copy SMs once the push is done,
+    // so the side gets the shortest of the remaining GEMMs, and the weight gradients of gate/up and of the shared
+    // experts (about two thirds of the remaining GEMM time for DeepSeek-V3) run after the join, on every SM.
     MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(
