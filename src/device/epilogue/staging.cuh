@@ -35,8 +35,11 @@ struct Fragment {
     }
 };
 
+// kRowBytes: the staging tile's row pitch, a multiple of 128 bytes (the swizzle's eight chunks).
+template <int kRowBytes = gemm::kStagingRowBytes>
 __device__ __forceinline__ uint32_t staging_offset(int row, int chunk) {
-    return static_cast<uint32_t>(row * gemm::kStagingRowBytes + ((chunk ^ (row % kSwizzleRows)) * kChunkBytes));
+    static_assert(kRowBytes % (kSwizzleRows * kChunkBytes) == 0, "a staging row holds whole swizzle groups");
+    return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row % kSwizzleRows)) * kChunkBytes));
 }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
@@ -66,8 +69,8 @@ __device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment&
 // out). Chunks [chunk_begin, chunk_end) of each row are stored, staging chunk chunk_begin going to column 0. Every
 // destination is looked up before the first store: lookup may read global memory (a row map, the plan's row sources),
 // and a load issued after a store would wait for it. `thread` is the caller's index among the kThreads threads that
-// store (a consumer warpgroup, or the epilogue warps).
-template <int kThreads, typename Dest, typename LookupFn, typename ValidFn, typename AddressFn>
+// store (a consumer warpgroup, or the epilogue warps); kRowBytes is the staging tile's row pitch.
+template <int kThreads, int kRowBytes, typename Dest, typename LookupFn, typename ValidFn, typename AddressFn>
 __device__ __forceinline__ void store_staged_chunks(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
                                                     int num_cols, Dest skip, LookupFn&& lookup, ValidFn&& valid,
                                                     AddressFn&& address) {
@@ -91,17 +94,17 @@ __device__ __forceinline__ void store_staged_chunks(const uint8_t* staging, int 
             const int col = (chunk - chunk_begin) * kElementsPerChunk;
             if (valid(dest[j]) && col < num_cols) {
                 *address(dest[j], col) =
-                    *reinterpret_cast<const uint4*>(staging + staging_offset(c / chunks_per_row, chunk));
+                    *reinterpret_cast<const uint4*>(staging + staging_offset<kRowBytes>(c / chunks_per_row, chunk));
             }
         }
     }
 }
 
 // Rows to base + dest_row(row) * ld (a negative row skips it): a 32-bit index per lookup.
-template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
+template <int kThreads = gemm::kThreadsPerWarpgroup, int kRowBytes = gemm::kStagingRowBytes, typename DestRowFn>
 __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
                                                   int num_cols, __nv_bfloat16* base, int64_t ld, DestRowFn&& dest_row) {
-    store_staged_chunks<kThreads>(
+    store_staged_chunks<kThreads, kRowBytes>(
         staging, thread, chunk_begin, chunk_end, num_cols, int32_t{-1},
         [&](int row) -> int32_t { return dest_row(row); }, [](int32_t d) { return d >= 0; },
         [&](int32_t d, int col) { return reinterpret_cast<uint4*>(base + d * ld + col); });
@@ -111,7 +114,7 @@ __device__ __forceinline__ void store_staged_rows(const uint8_t* staging, int th
 template <int kThreads = gemm::kThreadsPerWarpgroup, typename DestRowFn>
 __device__ __forceinline__ void store_staged_rows_at(const uint8_t* staging, int thread, int chunk_begin, int chunk_end,
                                                      int num_cols, DestRowFn&& dest_row) {
-    store_staged_chunks<kThreads>(
+    store_staged_chunks<kThreads, gemm::kStagingRowBytes>(
         staging, thread, chunk_begin, chunk_end, num_cols, static_cast<__nv_bfloat16*>(nullptr),
         [&](int row) -> __nv_bfloat16* { return dest_row(row); }, [](__nv_bfloat16* d) { return d != nullptr; },
         [](__nv_bfloat16* d, int col) { return reinterpret_cast<uint4*>(d + col); });

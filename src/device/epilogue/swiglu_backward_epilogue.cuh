@@ -28,6 +28,13 @@ namespace mok::epilogue {
 inline constexpr int kSwigluBackwardGroupsPerPass = 4;
 // Accumulators one pass reads: four per column group (two rows x two columns per thread).
 inline constexpr int kSwigluBackwardValuesPerPass = kSwigluBackwardGroupsPerPass * 4;
+// A pass stages its dg groups then its du groups side by side: rows of 2 x 4 chunks, 128 bytes, so the staging tile
+// takes 8 KiB, half of a warpgroup's staging buffer. The ping-pong kernel gives the freed shared memory to a fifth
+// stage (pingpong_kernel.cuh).
+inline constexpr int kSwigluBackwardStagingRowBytes = 2 * kSwigluBackwardGroupsPerPass * kChunkBytes;
+inline constexpr int kSwigluBackwardStagingBytes = gemm::WGMMA_M * kSwigluBackwardStagingRowBytes;
+static_assert(kSwigluBackwardStagingBytes <= gemm::kStagingBytesPerWarpgroup,
+              "the pass's staging tile fits a warpgroup's staging buffer");
 
 // The accumulators of pass `pass` (a run-time index), copied out with static register indices: acc must stay in
 // registers, which a dynamic index into it would move to local memory.
@@ -120,18 +127,20 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                     dg[c] = grads.dg;
                     du[c] = grads.du;
                 }
-                *reinterpret_cast<uint32_t*>(staging + staging_offset(row, i) + f.col * gemm::kBf16Bytes) =
+                constexpr int kRowBytes = kSwigluBackwardStagingRowBytes;
+                *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, i) + f.col * gemm::kBf16Bytes) =
                     pack_bf16x2(dg[0], dg[1]);
-                *reinterpret_cast<uint32_t*>(staging + staging_offset(row, kGroupsPerPass + i) +
+                *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, kGroupsPerPass + i) +
                                              f.col * gemm::kBf16Bytes) = pack_bf16x2(du[0], du[1]);
             }
         }
         staging_barrier(e.warpgroup);
         const int col = col_begin + pass * kGroupsPerPass * 8;
         for (int which = 0; which < 2; ++which) {
-            store_staged_rows(staging, thread_in_wg, which * kGroupsPerPass, (which + 1) * kGroupsPerPass,
-                              out.width - col, out.dgu + which * out.width + col, gu_stride,
-                              [&](int row) -> int32_t { return row < rows_here ? first_row + row : -1; });
+            store_staged_rows<gemm::kThreadsPerWarpgroup, kSwigluBackwardStagingRowBytes>(
+                staging, thread_in_wg, which * kGroupsPerPass, (which + 1) * kGroupsPerPass, out.width - col,
+                out.dgu + which * out.width + col, gu_stride,
+                [&](int row) -> int32_t { return row < rows_here ? first_row + row : -1; });
         }
         staging_barrier(e.warpgroup);
     }

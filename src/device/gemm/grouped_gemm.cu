@@ -195,19 +195,19 @@ uint32_t a_box_rows(const LaunchConfig& launch) {
     return pingpong(launch) ? kPingPongRows : BLOCK_M;
 }
 
-// The cluster launch of a ping-pong kernel on `grid_ctas` CTAs.
+// The cluster launch of a form's ping-pong kernel on `grid_ctas` CTAs.
 struct ClusterLaunch {
     cudaLaunchAttribute cluster{};
     cudaLaunchConfig_t config{};
 
-    ClusterLaunch(int grid_ctas, cudaStream_t stream) {
+    ClusterLaunch(int grid_ctas, size_t shared_bytes, cudaStream_t stream) {
         cluster.id = cudaLaunchAttributeClusterDimension;
         cluster.val.clusterDim.x = kPingPongClusterSize;
         cluster.val.clusterDim.y = 1;
         cluster.val.clusterDim.z = 1;
         config.gridDim = dim3(static_cast<unsigned>(grid_ctas));
         config.blockDim = dim3(kNumThreads);
-        config.dynamicSmemBytes = kPingPongSharedBytes;
+        config.dynamicSmemBytes = shared_bytes;
         config.stream = stream;
         config.attrs = &cluster;
         config.numAttrs = 1;
@@ -224,7 +224,7 @@ Status max_pingpong_clusters(int device, int num_sms, int* out) {
     static host::PerDeviceOnce state;
     static int cached[kMaxDevices] = {};
     MOK_RETURN_IF_ERROR(host::once_per_device(state, [num_sms](int d) -> Status {
-        ClusterLaunch launch(num_sms - num_sms % kPingPongClusterSize, nullptr);
+        ClusterLaunch launch(num_sms - num_sms % kPingPongClusterSize, PingPongLayout<Form>::kSharedBytes, nullptr);
         return cuda_status(
             cudaOccupancyMaxActiveClusters(&cached[d], grouped_gemm_pingpong_kernel<Form>, &launch.config),
             "the ping-pong GEMM's co-resident clusters");
@@ -276,7 +276,7 @@ Status launch_pingpong_form(const typename Form::Params& params, const LaunchCon
         MOK_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(launch.wave_counter, 0, sizeof(uint32_t), launch.stream),
                                         "zeroing the wave counter"));
     }
-    ClusterLaunch cluster_launch(clusters * kPingPongClusterSize, launch.stream);
+    ClusterLaunch cluster_launch(clusters * kPingPongClusterSize, PingPongLayout<Form>::kSharedBytes, launch.stream);
     return cuda_status(cudaLaunchKernelEx(&cluster_launch.config, grouped_gemm_pingpong_kernel<Form>, params),
                        "launching a ping-pong grouped GEMM");
 }

@@ -30,37 +30,70 @@ namespace mok::gemm {
 // The warps of one consumer warpgroup: each stage is read by one warpgroup, in each CTA.
 inline constexpr int kConsumerWarpsPerWarpgroup = kThreadsPerWarpgroup / 32;
 
-using PingPongPipeline = pipeline::TmaPipeline<kStages, kConsumerWarpsPerWarpgroup, kPingPongClusterSize>;
 using ConsumerTurns = pipeline::WarpgroupTurns<kNumConsumerWarpgroups, kThreadsPerWarpgroup>;
 
-// Shared memory of one CTA of the ping-pong arrangement: 4 x 40 KiB of stages and the two warpgroups' staging
+// Shared memory a CTA may use on Hopper, and what the storage needs besides its stages and staging buffers: up to
+// 1 KiB lost to aligning the dynamic allocation, and the barriers.
+inline constexpr int kMaxCtaSharedBytes = 227 * 1024;
+inline constexpr int kPingPongSharedSlack = 2 * 1024;
+inline constexpr int kPingPongStageBytes = kPingPongStageBytesA + kStageBytesB;
+
+// Shared memory of one CTA of the ping-pong arrangement: kNumStages stages of 40 KiB and the two warpgroups' staging
 // buffers. Operand tiles are 1024-byte aligned, for the 128-byte swizzle (GemmSharedStorage).
+template <int kNumStages, int kStagingBytes>
 struct alignas(1024) PingPongSharedStorage {
-    uint8_t a[kStages][kPingPongStageBytesA];  // (kPingPongRows, BLOCK_K) bf16 per stage: this CTA's rows
-    uint8_t b[kStages][kStageBytesB];          // (BLOCK_N, BLOCK_K) bf16 per stage: both CTAs' halves
-    alignas(1024) uint8_t staging[kNumConsumerWarpgroups][kStagingBytesPerWarpgroup];
-    PingPongPipeline::Storage pipeline;
+    using Pipeline = pipeline::TmaPipeline<kNumStages, kConsumerWarpsPerWarpgroup, kPingPongClusterSize>;
+
+    uint8_t a[kNumStages][kPingPongStageBytesA];  // (kPingPongRows, BLOCK_K) bf16 per stage: this CTA's rows
+    uint8_t b[kNumStages][kStageBytesB];          // (BLOCK_N, BLOCK_K) bf16 per stage: both CTAs' halves
+    alignas(1024) uint8_t staging[kNumConsumerWarpgroups][kStagingBytes];
+    typename Pipeline::Storage pipeline;
     ConsumerTurns::Storage turns;
     // The epilogue context's TMA-load barriers; the forms of this arrangement's epilogues load nothing.
     uint64_t epilogue_loaded[kNumConsumerWarpgroups][epilogue::kStagingHalves];
 };
 
-inline constexpr size_t kPingPongSharedBytes = sizeof(PingPongSharedStorage) + alignof(PingPongSharedStorage);
-static_assert(kPingPongSharedBytes <= 227 * 1024, "the ping-pong GEMM's shared memory must fit one Hopper CTA");
+// A form's staging buffer in this arrangement: kPingPongStagingBytes where its epilogue declares one (dgrad_down's
+// stages 8 KiB), a whole kStagingBytesPerWarpgroup otherwise.
+template <class Form>
+consteval int pingpong_staging_bytes() {
+    if constexpr (requires { Form::kPingPongStagingBytes; }) {
+        return Form::kPingPongStagingBytes;
+    } else {
+        return kStagingBytesPerWarpgroup;
+    }
+}
+
+// As many stages as fit beside the staging buffers. A stage buffers half the work it does in the cooperative kernel
+// (2.1 MFLOP), so every stage counts: with 16 KiB staging buffers four fit, with 8 KiB five (docs/gemm.md).
+template <class Form>
+struct PingPongLayout {
+    static constexpr int kStagingBytes = pingpong_staging_bytes<Form>();
+    static constexpr int kNumStages =
+        (kMaxCtaSharedBytes - kPingPongSharedSlack - kNumConsumerWarpgroups * kStagingBytes) / kPingPongStageBytes;
+    using Storage = PingPongSharedStorage<kNumStages, kStagingBytes>;
+    using Pipeline = typename Storage::Pipeline;
+    static constexpr size_t kSharedBytes = sizeof(Storage) + alignof(Storage);
+
+    static_assert(kSharedBytes <= kMaxCtaSharedBytes, "the ping-pong GEMM's shared memory must fit one Hopper CTA");
+};
+
 static_assert(kStageBytesB % (kPingPongClusterSize * 1024) == 0, "each CTA's half of B keeps the swizzle alignment");
 
-__device__ __forceinline__ PingPongSharedStorage& pingpong_storage(uint8_t* raw) {
+template <class Form>
+__device__ __forceinline__ typename PingPongLayout<Form>::Storage& pingpong_storage(uint8_t* raw) {
+    using Storage = typename PingPongLayout<Form>::Storage;
     const uintptr_t address = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned =
-        (address + alignof(PingPongSharedStorage) - 1) & ~(uintptr_t{alignof(PingPongSharedStorage)} - 1);
-    return *reinterpret_cast<PingPongSharedStorage*>(aligned);
+    const uintptr_t aligned = (address + alignof(Storage) - 1) & ~(uintptr_t{alignof(Storage)} - 1);
+    return *reinterpret_cast<Storage*>(aligned);
 }
 
 // The producer thread: every tile of the cluster, this CTA's A block and its half of B per K block. Only rank 0
 // counts the cluster's waves (WaveSync), one tile per cluster; rank 1 keeps pace through the shared stages.
 template <class Form>
-__device__ void run_pingpong_producer(const typename Form::Params& params, PingPongSharedStorage& smem,
-                                      PingPongPipeline& pipe, const device::WaitContext& wait_ctx, uint32_t rank) {
+__device__ void run_pingpong_producer(const typename Form::Params& params, typename PingPongLayout<Form>::Storage& smem,
+                                      typename PingPongLayout<Form>::Pipeline& pipe,
+                                      const device::WaitContext& wait_ctx, uint32_t rank) {
     const TileSlots slots = TileSlots::of_cluster(kPingPongClusterSize);
     auto scheduler = Form::make_scheduler(params, slots);
     WaveSync waves(rank == 0 ? params.common.wave_counter : nullptr, scheduler.num_tiles(), slots.stride);
@@ -74,9 +107,8 @@ __device__ void run_pingpong_producer(const typename Form::Params& params, PingP
 // warpgroup's ring position steps over the other's K blocks. A function of its own, so that the K loop and the
 // epilogue sit on the loop's one path, as in the cooperative kernel: behind a branch of their own ptxas
 // serialises the wgmma (C7518).
-template <class Scheduler>
-__device__ __forceinline__ bool next_turn(Scheduler& scheduler, Tile& tile, PingPongPipeline::State& state,
-                                          int32_t& turn, int wg) {
+template <class Scheduler, class State>
+__device__ __forceinline__ bool next_turn(Scheduler& scheduler, Tile& tile, State& state, int32_t& turn, int wg) {
     while (scheduler.next(tile)) {
         const bool mine = turn % kNumConsumerWarpgroups == wg;
         ++turn;
@@ -91,13 +123,13 @@ __device__ __forceinline__ bool next_turn(Scheduler& scheduler, Tile& tile, Ping
 // Consumer warpgroup wg: the cluster's tiles wg, wg + 2, wg + 4, ... of the scheduler's sequence, their K loops
 // in turn with the other warpgroup's (WarpgroupTurns says why), their epilogues under the other's next K loop.
 template <class Form>
-__device__ void run_pingpong_consumer(const typename Form::Params& params, PingPongSharedStorage& smem,
-                                      PingPongPipeline& pipe, ConsumerTurns& turns, const device::WaitContext& wait_ctx,
-                                      int wg, uint32_t rank) {
+__device__ void run_pingpong_consumer(const typename Form::Params& params, typename PingPongLayout<Form>::Storage& smem,
+                                      typename PingPongLayout<Form>::Pipeline& pipe, ConsumerTurns& turns,
+                                      const device::WaitContext& wait_ctx, int wg, uint32_t rank) {
     const int thread_in_wg = static_cast<int>(threadIdx.x) % kThreadsPerWarpgroup;
     const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], smem.epilogue_loaded[wg], &wait_ctx, wg, true};
     auto scheduler = Form::make_scheduler(params, TileSlots::of_cluster(kPingPongClusterSize));
-    PingPongPipeline::State state;
+    typename PingPongLayout<Form>::Pipeline::State state;
     int32_t turn = 0;
     int32_t own_turn = 0;
     for (Tile tile; next_turn(scheduler, tile, state, turn, wg); ++own_turn) {
@@ -122,8 +154,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_pingpong_kernel(const __grid_constant__ typename Form::Params params) {
     static_assert(!Form::kMaskKTail, "the ping-pong arrangement serves the M-grouped forms");
     extern __shared__ uint8_t smem_raw[];
-    PingPongSharedStorage& smem = pingpong_storage(smem_raw);
-    PingPongPipeline pipe(smem.pipeline);
+    typename PingPongLayout<Form>::Storage& smem = pingpong_storage<Form>(smem_raw);
+    typename PingPongLayout<Form>::Pipeline pipe(smem.pipeline);
     ConsumerTurns turns(smem.turns);
     const uint32_t rank = ptx::cluster_cta_rank();
     if (threadIdx.x == 0) {

@@ -27,6 +27,8 @@ struct DgradDownForm {
     static constexpr Major kMajorB = Major::kMN;
     static constexpr bool kMaskKTail = false;
     static constexpr bool kGatedRows = true;  // A is the dispatched dy rows
+    // The epilogue's passes stage 8 KiB, so the ping-pong arrangement fits a fifth stage (pingpong_kernel.cuh).
+    static constexpr int kPingPongStagingBytes = epilogue::kSwigluBackwardStagingBytes;
 
     __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
         return Scheduler(p.groups, p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K, slots);
