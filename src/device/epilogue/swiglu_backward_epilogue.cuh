@@ -19,6 +19,7 @@
 #include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
+#include "device/ptx/cache.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
 
 namespace mok::epilogue {
@@ -83,11 +84,24 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         weight[half] = row_valid[half] ? out.row_weight[first_row + row] : 0.0f;
     }
 
+    // Where each thread's L1 prefetch of a pass's g and u points: one (row, g or u) run of the pass's columns per
+    // thread, 64 rows x 2 runs of 64 bytes for the 128 threads.
+    const int prefetch_row = thread_in_wg / 2;
+    const bool prefetch_row_valid = prefetch_row < rows_here;
+    const __nv_bfloat16* prefetch_base =
+        out.gu + (first_row + prefetch_row) * gu_stride + (thread_in_wg % 2) * out.width + col_begin;
+
     // The passes are a real loop, not unrolled: unrolled, the SwiGLU backward of all 128 values per thread
     // (two exponentials' and a division's worth of instructions each) made this form's code six times the size
     // of any other's, more than the instruction cache holds, and the kernel 1.5x slower (docs/gemm.md).
 #pragma unroll 1
     for (int pass = 0; pass < kGroups / kGroupsPerPass; ++pass) {
+        // The next pass's g and u start toward L1 now, so that its loads, issued after this pass's stores, find
+        // them there instead of waiting out a round trip to L2 each pass.
+        const int next_col = (pass + 1) * kGroupsPerPass * 8;
+        if (pass + 1 < kGroups / kGroupsPerPass && prefetch_row_valid && col_begin + next_col < out.width) {
+            ptx::prefetch_global_l1(prefetch_base + next_col);
+        }
         float dh_values[kSwigluBackwardValuesPerPass];
         select_pass_values(acc, pass, dh_values);
         // The pass's g and u first, all loads in flight together: interleaved with the staging stores, each load
