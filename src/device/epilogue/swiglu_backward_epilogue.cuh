@@ -97,7 +97,8 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
 #pragma unroll 1
     for (int pass = 0; pass < kGroups / kGroupsPerPass; ++pass) {
         // The next pass's g and u start toward L1 now, so that its loads, issued after this pass's stores, find
-        // them there instead of waiting out a round trip to L2 each pass.
+        // them there instead of waiting out a memory round trip each pass: 1-2% on this form. Two passes ahead,
+        // or the whole tile into L2 at the epilogue's start, lost 1-3.5% (docs/gemm.md).
         const int next_col = (pass + 1) * kGroupsPerPass * 8;
         if (pass + 1 < kGroups / kGroupsPerPass && prefetch_row_valid && col_begin + next_col < out.width) {
             ptx::prefetch_global_l1(prefetch_base + next_col);

@@ -9,6 +9,8 @@
 // Operand traffic stays that of the cooperative kernel: a stage holds this CTA's 64-row A block (8 KiB) and the
 // whole 256-column B tile (32 KiB), of which each CTA loads one half and TMA multicasts it into both CTAs'
 // stages. Per K block that is 8 + 16 KiB loaded per CTA for 2.1 MFLOP, as against 16 + 32 KiB for 4.2 MFLOP.
+// A stage thus buffers half the work it does in the cooperative kernel, so the ring takes as many stages as the
+// form's staging buffers leave room for (PingPongLayout): four, or five for dgrad_down, whose epilogue stages 8 KiB.
 // The stage ring is a pipeline::TmaPipeline over the cluster; the results are those of the cooperative kernel bit for
 // bit (each element's K loop runs in the same order).
 //
