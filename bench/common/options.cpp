@@ -5,6 +5,7 @@
 #include <exception>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include "bench/common/result.hpp"
 
@@ -64,6 +65,30 @@ std::string common_options_help() {
            "  --warmup N     untimed runs before the timed ones\n"
            "  --reps N       timed repetitions (median and spread are taken over them)\n"
            "  --help         this text\n";
+}
+
+CaseFilter CaseFilter::take_from(std::vector<std::string>& rest) {
+    CaseFilter filter;
+    std::vector<std::string> kept;
+    for (size_t i = 0; i < rest.size(); ++i) {
+        if (rest[i] != "--cases") {
+            kept.push_back(rest[i]);
+            continue;
+        }
+        filter.pattern_ = value_after(rest, i);
+        try {
+            filter.regex_.emplace(filter.pattern_, std::regex::ECMAScript);
+        } catch (const std::regex_error& error) {
+            throw std::invalid_argument("flag --cases: '" + filter.pattern_ +
+                                        "' is not a regular expression: " + error.what());
+        }
+    }
+    rest = std::move(kept);
+    return filter;
+}
+
+bool CaseFilter::selects(const std::string& case_name) const {
+    return !regex_.has_value() || std::regex_search(case_name, *regex_);
 }
 
 int run_benchmark_main(int argc, char** argv, const char* program, void (*usage)(),

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,24 @@ CommonOptions parse_common_options(int argc, char** argv);
 
 // The help text for the flags above, one per line, for a program's --help.
 std::string common_options_help();
+
+// `--cases REGEX`, a flag of the benchmarks whose cases are many (mok-bench-gemm): only the cases whose name matches
+// the ECMAScript expression anywhere (std::regex_search) run, so that an A/B of one form costs seconds of GPU time,
+// not the whole sweep's. Without the flag every case runs.
+class CaseFilter {
+  public:
+    // Takes `--cases REGEX` out of `rest` (the last one given counts). Throws std::invalid_argument naming the flag
+    // when the value is missing or is not a regular expression.
+    static CaseFilter take_from(std::vector<std::string>& rest);
+
+    bool selects(const std::string& case_name) const;
+    // The expression as given; empty when every case runs.
+    const std::string& pattern() const { return pattern_; }
+
+  private:
+    std::string pattern_;
+    std::optional<std::regex> regex_;
+};
 
 // What a benchmark program does with the flags the common parser does not know.
 enum class OtherFlags {

@@ -175,5 +175,26 @@ TEST(BenchOptions, CommonFlagsAndTheRest) {
     EXPECT_THROW(parse_common_options(2, bad_argv.data()), std::invalid_argument);
 }
 
+TEST(BenchOptions, CaseFilterTakesItsFlagAndSelectsByName) {
+    std::vector<std::string> rest = {"--model", "x", "--cases", "m4096/dgrad_down", "--y"};
+    const CaseFilter filter = CaseFilter::take_from(rest);
+    EXPECT_EQ(rest, (std::vector<std::string>{"--model", "x", "--y"}));
+    EXPECT_EQ(filter.pattern(), "m4096/dgrad_down");
+    EXPECT_TRUE(filter.selects("deepseek-v3/m4096/dgrad_down_swiglu_pingpong"));
+    EXPECT_FALSE(filter.selects("deepseek-v3/m128/dgrad_down_swiglu"));
+    EXPECT_FALSE(filter.selects("deepseek-v3/m4096/down"));
+
+    std::vector<std::string> none = {"--quick"};
+    const CaseFilter every = CaseFilter::take_from(none);
+    EXPECT_TRUE(every.pattern().empty());
+    EXPECT_TRUE(every.selects("anything/at/all"));
+    EXPECT_EQ(none, (std::vector<std::string>{"--quick"}));
+
+    std::vector<std::string> missing = {"--cases"};
+    EXPECT_THROW(CaseFilter::take_from(missing), std::invalid_argument);
+    std::vector<std::string> malformed = {"--cases", "(gate"};
+    EXPECT_THROW(CaseFilter::take_from(malformed), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace mok::bench

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -433,10 +434,15 @@ std::vector<Form> forms(Problem& p) {
     return out;
 }
 
+// A form's case name: model/m<rows per expert>/form.
+std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Form& form) {
+    return shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
+}
+
 Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
                const TimingOptions& timing, double dense_tflops, double copy_gbps) {
     Case c;
-    c.name = shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
+    c.name = case_name(shape, rows_per_expert, form);
     c.params = Json::object();
     c.params.set("hidden", Json(shape.hidden));
     c.params.set("width", Json(shape.width));
@@ -477,11 +483,17 @@ double figure_value(const Case& c, const std::string& name) {
     return NAN;
 }
 
-int run(int argc, char** argv) {
-    const CommonOptions options = parse_common_options(argc, argv);
-    if (options.help) {
-        std::printf("mok-bench-gemm: grouped GEMM forms vs same-run dense cuBLAS\n%s", common_options_help().c_str());
-        return 0;
+void usage() {
+    std::printf("mok-bench-gemm: grouped GEMM forms vs same-run dense cuBLAS\n%s", common_options_help().c_str());
+    std::printf(
+        "  --cases REGEX  only the cases whose name (model/m<rows per expert>/form) matches, e.g. 'dgrad_down'\n");
+}
+
+int run(const CommonOptions& options) {
+    std::vector<std::string> rest = options.rest;
+    const CaseFilter filter = CaseFilter::take_from(rest);
+    if (!rest.empty()) {
+        throw std::invalid_argument("unknown flag '" + rest.front() + "' (see --help)");
     }
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kDefaultWarmup);
@@ -499,6 +511,9 @@ int run(int argc, char** argv) {
     result.config.set("groups", Json(std::string("min(E / 8, 65536 / rows per expert)")));
     result.config.set("num_reps", Json(timing.num_reps));
     result.config.set("flush_l2", Json(timing.flush_l2));
+    if (!filter.pattern().empty()) {
+        result.config.set("cases", Json(filter.pattern()));
+    }
     Stream stream(0);
     Timer timer({{0, stream.get()}});
 
@@ -509,6 +524,9 @@ int run(int argc, char** argv) {
         for (int32_t rows_per_expert : rows_points) {
             Problem problem(shape, rows_per_expert, stream.get());
             for (Form& form : forms(problem)) {
+                if (!filter.selects(case_name(shape, rows_per_expert, form))) {
+                    continue;
+                }
                 const Case dense = ceilings::gemm_case(form.dense, timing);
                 const double dense_tflops = figure_value(dense, "tflops");
                 Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, copy_gbps);
@@ -529,10 +547,6 @@ int run(int argc, char** argv) {
 }  // namespace mok::bench::gemm_bench
 
 int main(int argc, char** argv) {
-    try {
-        return mok::bench::gemm_bench::run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "mok-bench-gemm: %s\n", e.what());
-        return 1;
-    }
+    return mok::bench::run_benchmark_main(argc, argv, "mok-bench-gemm", mok::bench::gemm_bench::usage,
+                                          mok::bench::gemm_bench::run, mok::bench::OtherFlags::kPass);
 }
