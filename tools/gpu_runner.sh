@@ -32,6 +32,9 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
   --ncu-gemm RE      profile the grouped GEMM launches whose kernel name matches RE (the form, e.g. 'Dgrad') in
                      mok-bench-gemm --quick with Nsight Compute's throughput, warp-state, memory and occupancy
                      sections (GPU 0, first 16 matching launches); every metric goes to ncu-gemm.txt
+  --ncu-gemm-cases RE
+                     with --ncu-gemm: run only the benchmark cases whose name matches RE (mok-bench-gemm
+                     --cases), so that the first matching launches are those cases' (e.g. 'm4096/dgrad_down')
   --build-dir DIR    build folder (default: build-gpu)
   --step-timeout S   seconds one step may take before it is stopped (default: 900)
   --dry-run          print the commands instead of running them
@@ -55,6 +58,7 @@ build_only=0
 run_sass=0
 run_ncu_layer=0
 ncu_gemm_regex=""
+ncu_gemm_cases=()
 build_dir="build-gpu"
 step_timeout=900
 dry_run=0
@@ -75,6 +79,7 @@ while [[ $# -gt 0 ]]; do
         --sass) run_sass=1; selected=1 ;;
         --ncu-layer) run_ncu_layer=1; selected=1 ;;
         --ncu-gemm) ncu_gemm_regex="${2:?--ncu-gemm needs a kernel-name pattern}"; selected=1; shift ;;
+        --ncu-gemm-cases) ncu_gemm_cases=(--cases "${2:?--ncu-gemm-cases needs a case-name pattern}"); shift ;;
         --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift ;;
         --step-timeout) step_timeout="${2:?--step-timeout needs seconds}"; shift ;;
         --dry-run) dry_run=1 ;;
@@ -442,7 +447,7 @@ run_ncu_gemm_step() {
         --launch-count "$ncu_gemm_launches" --section SpeedOfLight --section ComputeWorkloadAnalysis \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv --log-file "$csv" \
-        "$bench" --quick --reps 1 --warmup 0 --out "$run_dir/ncu-gemm-bench"
+        "$bench" --quick --reps 1 --warmup 0 "${ncu_gemm_cases[@]}" --out "$run_dir/ncu-gemm-bench"
     if [[ -n "$python" && -f "$csv" ]]; then
         "$python" tools/ncu_summary.py --details "$csv" >"$run_dir/ncu-gemm.txt" 2>&1 || true
     fi
