@@ -100,7 +100,7 @@ Status map_pairs(const void* base, int64_t rows, int64_t width, uint32_t box_col
 // c x kMnBoxBytes -- the stage layout operands.cuh describes -- so an operand's stage is one TMA instruction
 // instead of one per 64 columns. Chunks past the last read zeros, as columns past `cols` do in the plain maps.
 // Needs cols % 64 == 0: a partial last chunk would read into the next row (chunked_operands).
-Status map_row_chunks(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_chunks, CUtensorMap* out) {
+host::TensorMapSpec row_chunks_spec(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_chunks) {
     host::TensorMapSpec spec;
     spec.base = base;
     spec.rank = 3;
@@ -112,25 +112,20 @@ Status map_row_chunks(const void* base, int64_t rows, int64_t cols, int64_t ld, 
     spec.box[0] = kMnBoxElements;
     spec.box[1] = BLOCK_K;
     spec.box[2] = box_chunks;
-    return host::encode_bf16_tensor_map(spec, out);
+    return spec;
+}
+
+Status map_row_chunks(const void* base, int64_t rows, int64_t cols, int64_t ld, uint32_t box_chunks, CUtensorMap* out) {
+    return host::encode_bf16_tensor_map(row_chunks_spec(base, rows, cols, ld, box_chunks), out);
 }
 
 // The (rows, 2, width) pairs in the same chunked view, the half outermost: dims {64, rows, width / 64, 2}, so a
 // box of chunks never crosses from one half into the other (chunks past width / 64 read zeros).
 Status map_pair_chunks(const void* base, int64_t rows, int64_t width, uint32_t box_chunks, CUtensorMap* out) {
-    host::TensorMapSpec spec;
-    spec.base = base;
+    host::TensorMapSpec spec = row_chunks_spec(base, rows, width, 2 * width, box_chunks);
     spec.rank = 4;
-    spec.dims[0] = kMnBoxElements;
-    spec.dims[1] = static_cast<uint64_t>(rows);
-    spec.dims[2] = static_cast<uint64_t>(width / kMnBoxElements);
     spec.dims[3] = 2;
-    spec.strides_bytes[0] = static_cast<uint64_t>(2 * width) * kBf16;
-    spec.strides_bytes[1] = kMnBoxElements * kBf16;
     spec.strides_bytes[2] = static_cast<uint64_t>(width) * kBf16;
-    spec.box[0] = kMnBoxElements;
-    spec.box[1] = BLOCK_K;
-    spec.box[2] = box_chunks;
     spec.box[3] = 1;
     return host::encode_bf16_tensor_map(spec, out);
 }
