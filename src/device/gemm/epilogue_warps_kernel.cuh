@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_epilogue_warps_kernel(const __grid_constant__ typename Form::Params params) {
     // The consumers run no begin_tile (accumulate mode's, whose slice would not fit a hand-off buffer anyway).
     static_assert(!HasTileBegin<Form>, "the epilogue-warps arrangement serves forms without a tile prologue");
+    static_assert(kHandoffSharedBytes<Form> <= kMaxCtaSharedBytes,
+                  "the epilogue-warps GEMM's shared memory must fit one Hopper CTA");
     extern __shared__ uint8_t smem_raw[];
     HandoffStorageOf<Form>& smem = handoff_storage<Form>(smem_raw);
     HandoffPipeline pipe(smem.pipeline);

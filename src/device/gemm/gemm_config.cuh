@@ -40,6 +40,9 @@ constexpr bool register_split_fits(uint32_t producer, uint32_t consumer) {
 static_assert(register_split_fits(kProducerRegisters, kConsumerRegisters),
               "the roles' registers must fit what the launch allocates to the CTA");
 
+// Shared memory one CTA may use on Hopper (sm_90's opt-in limit); every arrangement's storage must fit it.
+inline constexpr int kMaxCtaSharedBytes = 227 * 1024;
+
 inline constexpr int kBf16Bytes = 2;
 inline constexpr int kStageBytesA = BLOCK_M * BLOCK_K * kBf16Bytes;  // (BLOCK_M, BLOCK_K) bf16
 inline constexpr int kStageBytesB = BLOCK_N * BLOCK_K * kBf16Bytes;  // (BLOCK_N, BLOCK_K) bf16

@@ -72,7 +72,7 @@ struct alignas(1024) GemmSharedStorage {
 
 // Dynamic shared memory to request: the storage plus slack to align its start to 1024 bytes.
 inline constexpr size_t kGemmSharedBytes = sizeof(GemmSharedStorage) + alignof(GemmSharedStorage);
-static_assert(kGemmSharedBytes <= 227 * 1024, "the GEMM's shared memory must fit one Hopper CTA");
+static_assert(kGemmSharedBytes <= kMaxCtaSharedBytes, "the GEMM's shared memory must fit one Hopper CTA");
 
 __device__ __forceinline__ GemmSharedStorage& shared_storage(uint8_t* raw) {
     const uintptr_t address = reinterpret_cast<uintptr_t>(raw);

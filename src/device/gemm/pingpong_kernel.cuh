@@ -34,9 +34,8 @@ inline constexpr int kConsumerWarpsPerWarpgroup = kThreadsPerWarpgroup / 32;
 
 using ConsumerTurns = pipeline::WarpgroupTurns<kNumConsumerWarpgroups, kThreadsPerWarpgroup>;
 
-// Shared memory a CTA may use on Hopper, and what the storage needs besides its stages and staging buffers: up to
-// 1 KiB lost to aligning the dynamic allocation, and the barriers.
-inline constexpr int kMaxCtaSharedBytes = 227 * 1024;
+// What the storage needs besides its stages and staging buffers: up to 1 KiB lost to aligning the dynamic
+// allocation, and the barriers.
 inline constexpr int kPingPongSharedSlack = 2 * 1024;
 inline constexpr int kPingPongStageBytes = kPingPongStageBytesA + kStageBytesB;
 
