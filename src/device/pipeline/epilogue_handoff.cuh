@@ -13,10 +13,11 @@
 // reads (and the reads before the next tile's writes); for generic-proxy readers no other barrier or fence is
 // needed. A form whose epilogue threads read the buffer through the async proxy (TMA stores: the fresh weight
 // gradients) fences the proxies in its consumer's writes, and releases the buffer only once the stores have read it
-// (epilogue/weight_grad_epilogue.cuh). Tile n waits for phase
-// n of `full` and for phase n - 1 of `empty`: a freshly initialised barrier counts as having completed the phase
-// before phase 0, so the first tile's acquire passes at once. Both sides walk the same tile sequence, and neither
-// can get two phases ahead of the other (each waits for the other's previous phase), so parity cannot alias.
+// (epilogue/weight_grad_epilogue.cuh).
+// Tile n waits for phase n of `full` and for phase n - 1 of `empty`: a freshly initialised barrier counts as having
+// completed the phase before phase 0, so the first tile's acquire passes at once. Both sides walk the same tile
+// sequence, and neither can get two phases ahead of the other (each waits for the other's previous phase), so parity
+// cannot alias.
 #pragma once
 
 #include <cstdint>
