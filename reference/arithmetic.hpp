@@ -49,8 +49,8 @@ struct DeviceArithmetic {
     // A bf16 tensor holds the input rounded to nearest even; inputs that already are bf16 values pass unchanged.
     static Value input_bf16(double v) { return round_to_bf16(static_cast<float>(v)); }
     static Value input_fp32(double v) { return static_cast<float>(v); }
-    // fma: when a and b are bf16 values (every GEMM operand but the fp32 dh' of the router-weight dot product)
-    // their product is exact in fp32, so this equals add(acc, mul(a, b)) and the sum rounds once per step,
+    // fma: when a and b are bf16 values (every GEMM operand, and the bf16 dh' and h of the router-weight dot
+    // product) their product is exact in fp32, so this equals add(acc, mul(a, b)) and the sum rounds once per step,
     // as a tensor-core accumulation does; for the router-weight dot product it is what the epilogue computes.
     static Value madd(Value a, Value b, Value acc) { return fp32::fma(a, b, acc); }
     static Value add(Value a, Value b) { return fp32::add(a, b); }

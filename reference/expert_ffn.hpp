@@ -106,10 +106,11 @@ void backward_row(const ExpertWeights<typename A::Value>& w, int64_t row, RowAct
     const V weight = a->weight[row];
     V d_weight = 0;
     for (int64_t i = 0; i < w.width; ++i) {
-        V dh_unscaled = 0;  // dh' = (W_d^T dy)_i, never stored
+        V dh_unscaled = 0;  // dh' = (W_d^T dy)_i, rounded to bf16 but never stored
         for (int64_t k = 0; k < w.hidden; ++k) {
             dh_unscaled = A::madd(w.down[k * w.width + i], dy[k], dh_unscaled);
         }
+        dh_unscaled = A::store_bf16(dh_unscaled);
         const int64_t at = row * w.width + i;
         d_weight = A::madd(dh_unscaled, a->h[at], d_weight);
         const auto grads = A::swiglu_backward(a->g[at], a->u[at], A::mul(weight, dh_unscaled));

@@ -249,7 +249,7 @@ tolerance::Verdict check_dgrad_gate_up(const Problem& p) {
     return check.verdict();
 }
 
-// du = bf16(w * dh' * silu(g)), dh' = W_down^T dy: the dgrad epilogue's u-half output.
+// du = bf16(w * dh' * silu(g)), dh' = bf16(W_down^T dy): the dgrad epilogue's u-half output.
 tolerance::Verdict check_dgrad_down(const Problem& p) {
     SampledCheck check;
     const int64_t H = p.hidden, I = p.width;
@@ -266,7 +266,7 @@ tolerance::Verdict check_dgrad_down(const Problem& p) {
             }
             const double g = gu[j];
             const double silu = g / (1.0 + std::exp(-g));
-            check.add(got[j], round_to_bf16(weight[r] * d.same * static_cast<float>(silu)),
+            check.add(got[j], round_to_bf16(weight[r] * round_to_bf16(d.same) * static_cast<float>(silu)),
                       weight[r] * d.oracle * silu);
         }
     }
@@ -314,8 +314,7 @@ std::vector<Form> forms(Problem& p) {
     };
     std::vector<Form> out;
     // The M-grouped forms in every arrangement that serves them (the cases of the others carry its suffix), each
-    // checked after a run of its own arrangement; dgrad_down has no epilogue-warps form (its fp32 dh' does not fit
-    // the hand-off buffers).
+    // checked after a run of its own arrangement.
     for (const gemm::Arrangement arrangement :
          {gemm::Arrangement::kCooperative, gemm::Arrangement::kPingPong, gemm::Arrangement::kEpilogueWarps}) {
         const std::string suffix = arrangement == gemm::Arrangement::kPingPong        ? "_pingpong"
@@ -347,21 +346,19 @@ std::vector<Form> forms(Problem& p) {
                            return check_rows_against_weights(p, p.h.get(), p.w_down.get(), p.out.get(), p.hidden,
                                                              p.hidden, p.width);
                        }});
-        if (arrangement != gemm::Arrangement::kEpilogueWarps) {
-            out.push_back(
-                {"dgrad_down_swiglu" + suffix,
-                 kFlopsPerMultiplyAdd * m * ii * hh,
-                 e * hh * ii * 2,
-                 {p.rows, p.width, p.hidden},
-                 [&p, launch, arrangement](cudaStream_t s) {
-                     check_status(gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
-                                                    p.dgu.get(), p.partials.get(), p.hidden, p.width},
-                                                   launch(s, arrangement)));
-                     check_status(gemm::reduce_router_partials(
-                         p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
-                 },
-                 [&p]() { return check_dgrad_down(p); }});
-        }
+        out.push_back({"dgrad_down_swiglu" + suffix,
+                       kFlopsPerMultiplyAdd * m * ii * hh,
+                       e * hh * ii * 2,
+                       {p.rows, p.width, p.hidden},
+                       [&p, launch, arrangement](cudaStream_t s) {
+                           check_status(
+                               gemm::dgrad_down({p.space, p.dy.get(), p.w_down.get(), p.gu.get(), p.row_weight.get(),
+                                                 p.dgu.get(), p.partials.get(), p.hidden, p.width},
+                                                launch(s, arrangement)));
+                           check_status(gemm::reduce_router_partials(
+                               p.space, p.partials.get(), gemm::router_partial_tiles(p.width), p.d_router.get(), s));
+                       },
+                       [&p]() { return check_dgrad_down(p); }});
         out.push_back({"dgrad_gate_up" + suffix,
                        kFlopsPerMultiplyAdd * m * hh * 2 * ii,
                        e * 2 * ii * hh * 2,

@@ -1,5 +1,6 @@
 // Down-projection dgrad epilogue: the accumulator holds dh' = W_d^T dy (unscaled) for 64 rows x 256 columns of
 // I. Per element, with g, u the bf16 pre-activations saved by the forward and w the row's router weight:
+//   dh' = bf16(dh')                             rounded where PyTorch's layer stores dh (docs/semantics.md)
 //   h  = bf16(swiglu::forward(g, u))            exactly the forward's h
 //   dw += dh' * h                               the router-weight gradient's partial over this tile's columns
 //   dh = w * dh';  (dg, du) = swiglu::backward(g, u, dh), each rounded to bf16
@@ -7,6 +8,12 @@
 // The partial sums are deterministic: each thread sums its columns in order, then the four threads of a row
 // combine by a fixed butterfly; one partial per (row, N tile) goes to global memory and a separate pass adds
 // the tiles' partials in tile order (reduce_router_partials).
+//
+// Two ways to run it, with the same bits: in the consumer warpgroup from its accumulators (the cooperative and
+// ping-pong arrangements, swiglu_backward_epilogue), or split (the epilogue-warps arrangement): the consumer stages
+// bf16(dh') into its hand-off buffer and the producer warpgroup's spare warps run the SwiGLU backward from there
+// (store_swiglu_backward) while the consumer runs its next K loop. Rounding dh' to bf16 is what lets it fit a
+// hand-off buffer: in fp32 it would take 64 KiB per warpgroup, and with two of them no K loop's stages fit.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +24,7 @@
 #include "common/fp32_ops.hpp"
 #include "common/swiglu.hpp"
 #include "device/epilogue/epilogue_context.cuh"
+#include "device/epilogue/row_store_epilogue.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/ptx/cache.cuh"
@@ -51,6 +59,32 @@ __device__ __forceinline__ void select_pass_values(const float (&acc)[gemm::kNum
             }
         }
     }
+}
+
+// The SwiGLU backward of two neighbouring columns of a row: dh holds bf16(dh') of both, g2 and u2 their
+// pre-activations. Adds each column's dh' h to `partial` in column order and returns dg and du as bf16 pairs. Both
+// ways of running the epilogue call this, so they cannot differ in arithmetic.
+struct SwigluBackwardPair {
+    uint32_t dg;  // bf16 x 2
+    uint32_t du;  // bf16 x 2
+};
+
+__device__ __forceinline__ SwigluBackwardPair swiglu_backward_pair(__nv_bfloat162 g2, __nv_bfloat162 u2,
+                                                                   const float (&dh)[2], float weight, float& partial) {
+    const float g[2] = {__low2float(g2), __high2float(g2)};
+    const float u[2] = {__low2float(u2), __high2float(u2)};
+    float dg[2];
+    float du[2];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const swiglu::Activation act = swiglu::activation(g[c]);
+        const float h = round_to_bf16(swiglu::forward(u[c], act));
+        partial = fp32::fma(dh[c], h, partial);
+        const swiglu::Grads grads = swiglu::backward(g[c], u[c], fp32::mul(weight, dh[c]), act);
+        dg[c] = grads.dg;
+        du[c] = grads.du;
+    }
+    return {pack_bf16x2(dg[0], dg[1]), pack_bf16x2(du[0], du[1])};
 }
 
 struct SwigluBackwardOutputs {
@@ -128,25 +162,15 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int row = f.row + half * 8;
-                const float g[2] = {__low2float(g2[i][half]), __high2float(g2[i][half])};
-                const float u[2] = {__low2float(u2[i][half]), __high2float(u2[i][half])};
-                float dg[2];
-                float du[2];
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const float dh_prime = dh_values[i * 4 + half * 2 + c];
-                    const swiglu::Activation act = swiglu::activation(g[c]);
-                    const float h = round_to_bf16(swiglu::forward(u[c], act));
-                    partial[half] = fp32::fma(dh_prime, h, partial[half]);
-                    const swiglu::Grads grads = swiglu::backward(g[c], u[c], fp32::mul(weight[half], dh_prime), act);
-                    dg[c] = grads.dg;
-                    du[c] = grads.du;
-                }
+                const float dh[2] = {round_to_bf16(dh_values[i * 4 + half * 2]),
+                                     round_to_bf16(dh_values[i * 4 + half * 2 + 1])};
+                const SwigluBackwardPair d =
+                    swiglu_backward_pair(g2[i][half], u2[i][half], dh, weight[half], partial[half]);
                 constexpr int kRowBytes = kSwigluBackwardStagingRowBytes;
                 *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, i) + f.col * gemm::kBf16Bytes) =
-                    pack_bf16x2(dg[0], dg[1]);
+                    d.dg;
                 *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, kGroupsPerPass + i) +
-                                             f.col * gemm::kBf16Bytes) = pack_bf16x2(du[0], du[1]);
+                                             f.col * gemm::kBf16Bytes) = d.du;
             }
         }
         staging_barrier(e.warpgroup);
@@ -168,6 +192,123 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         if (f.col == 0 && row_valid[half]) {
             const int row = first_row + f.row + half * 8;
             out.router_partials[static_cast<int64_t>(row) * out.num_n_tiles + tile.n_idx] = partial[half];
+        }
+    }
+}
+
+// The epilogue split between roles (the epilogue-warps arrangement). The consumer stages bf16(dh') into its hand-off
+// buffer as the row-store epilogue stages its rows (two 64 x 128 passes of swizzled 16-byte chunks); pack_bf16x2
+// rounds as round_to_bf16 does, so the staged values are the dh' the consumers' own epilogue uses.
+inline constexpr int kSwigluBackwardHandoffBytes = kRowStoreHandoffBytes;
+
+__device__ __forceinline__ void stage_swiglu_backward(uint8_t* buffer, const float (&acc)[gemm::kNumAccumulators],
+                                                      int thread_in_wg) {
+    stage_row_store(buffer, acc, thread_in_wg);
+}
+
+// Column pairs per group of eight columns: the four lanes of the accumulator layout that share a row.
+inline constexpr int kSwigluBackwardColumnPairs = 4;
+// Column groups per step of the epilogue threads' loop: a step's g, u and dh' are loaded while the step before it
+// computes, two groups' worth: four spilled under the producer warpgroup's 72 registers.
+inline constexpr int kSwigluBackwardGroupsPerStep = 2;
+
+// The kThreads epilogue threads run the SwiGLU backward of rows [64 row_half, 64 row_half + 64) of the tile from
+// the hand-off buffer, while the consumer runs its next K loop. A thread takes (row, column pair) items: pair p of
+// a row is columns 8 i + 2 p and 8 i + 2 p + 1 of every column group i, the columns the consumer's lane 4 r + p
+// holds, so its partial sums those columns in the consumer's order, and the four pairs of a row, which sit in
+// neighbouring lanes (item = 4 row + pair, kThreads a multiple of 32), combine by the consumer's butterfly. The
+// bits are therefore those of swiglu_backward_epilogue. g, u, dg and du move 4 bytes per thread and column group;
+// a row's four pairs make them 16-byte runs, and L1 holds a run's line for the next groups.
+template <int kThreads>
+__device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
+                                                      const uint8_t* buffer, int row_half, int thread) {
+    constexpr int kPairs = kSwigluBackwardColumnPairs;
+    constexpr int kItems = gemm::WGMMA_M * kPairs;
+    constexpr int kStep = kSwigluBackwardGroupsPerStep;
+    constexpr int kSteps = gemm::BLOCK_N / 8 / kStep;
+    constexpr int kLineBytes = 128;
+    constexpr int kLinesPerRun = gemm::BLOCK_N * gemm::kBf16Bytes / kLineBytes;  // of a row's g (or u) columns
+    static_assert(kThreads % 32 == 0 && 32 % kPairs == 0, "a row's items sit in one warp's neighbouring lanes");
+    static_assert(kRowStoreGroupsPerPass % kStep == 0, "a step's groups lie in one staged pass");
+    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
+    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
+    const int col_begin = tile.n_idx * gemm::BLOCK_N;
+    const int cols_here = out.width - col_begin;
+    const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
+
+    // The row half's g and u toward L2 first (64 rows x 2 runs x 4 lines): the first touch of them comes from
+    // memory, and a step's loads otherwise wait out that round trip each time.
+    for (int line = thread; line < gemm::WGMMA_M * 2 * kLinesPerRun; line += kThreads) {
+        const int row = line / (2 * kLinesPerRun);
+        const int run = line % (2 * kLinesPerRun);
+        const int col = (run % kLinesPerRun) * (kLineBytes / gemm::kBf16Bytes);
+        if (row < rows_here && col < cols_here) {
+            ptx::prefetch_global_l2(out.gu + (first_row + row) * gu_stride + (run / kLinesPerRun) * out.width +
+                                    col_begin + col);
+        }
+    }
+
+    struct StepOperands {
+        __nv_bfloat162 g[kStep];
+        __nv_bfloat162 u[kStep];
+        uint32_t dh[kStep];  // bf16(dh') x 2, as staged
+    };
+
+    // Every thread runs the same number of rounds, so the butterfly below finds all lanes of each warp.
+#pragma unroll 1
+    for (int first = 0; first < kItems; first += kThreads) {
+        const int item = first + thread;
+        const int row = item / kPairs;
+        const int pair = item % kPairs;
+        const bool row_valid = item < kItems && row < rows_here;
+        float partial = 0.0f;
+        if (row_valid) {
+            const float weight = out.row_weight[first_row + row];
+            const __nv_bfloat16* gu_row = out.gu + (first_row + row) * gu_stride + col_begin + 2 * pair;
+            __nv_bfloat16* dgu_row = out.dgu + (first_row + row) * gu_stride + col_begin + 2 * pair;
+            auto load_step = [&](int step) {
+                StepOperands o;
+#pragma unroll
+                for (int i = 0; i < kStep; ++i) {
+                    const int group = step * kStep + i;
+                    const int col = group * 8 + 2 * pair;
+                    o.g[i] = o.u[i] = __floats2bfloat162_rn(0.0f, 0.0f);
+                    if (col < cols_here) {
+                        o.g[i] = *reinterpret_cast<const __nv_bfloat162*>(gu_row + group * 8);
+                        o.u[i] = *reinterpret_cast<const __nv_bfloat162*>(gu_row + out.width + group * 8);
+                    }
+                    const uint8_t* pass = buffer + (group / kRowStoreGroupsPerPass) * gemm::kStagingBytesPerWarpgroup;
+                    o.dh[i] = *reinterpret_cast<const uint32_t*>(
+                        pass + staging_offset(row, group % kRowStoreGroupsPerPass) + pair * 2 * gemm::kBf16Bytes);
+                }
+                return o;
+            };
+            StepOperands next = load_step(0);
+#pragma unroll 1
+            for (int step = 0; step < kSteps; ++step) {
+                const StepOperands now = next;
+                if (step + 1 < kSteps) {
+                    next = load_step(step + 1);
+                }
+#pragma unroll
+                for (int i = 0; i < kStep; ++i) {
+                    const int group = step * kStep + i;
+                    __nv_bfloat162 dh2;
+                    *reinterpret_cast<uint32_t*>(&dh2) = now.dh[i];
+                    const float dh[2] = {__low2float(dh2), __high2float(dh2)};
+                    const SwigluBackwardPair d = swiglu_backward_pair(now.g[i], now.u[i], dh, weight, partial);
+                    if (group * 8 + 2 * pair < cols_here) {
+                        *reinterpret_cast<uint32_t*>(dgu_row + group * 8) = d.dg;
+                        *reinterpret_cast<uint32_t*>(dgu_row + out.width + group * 8) = d.du;
+                    }
+                }
+            }
+        }
+        // The consumer's butterfly over the row's four pairs.
+        partial = fp32::add(partial, __shfl_xor_sync(0xffffffffu, partial, 1));
+        partial = fp32::add(partial, __shfl_xor_sync(0xffffffffu, partial, 2));
+        if (pair == 0 && row_valid) {
+            out.router_partials[static_cast<int64_t>(first_row + row) * out.num_n_tiles + tile.n_idx] = partial;
         }
     }
 }

@@ -17,8 +17,8 @@
 // Every role walks the same scheduler; each output element comes from the same K loop and the same epilogue
 // arithmetic as in the cooperative kernel, so the bits are the same.
 //
-// Forms served: gate/up, down, dgrad_gate_up, and the weight gradients in fresh mode -- those whose kHandoffBytes is
-// positive. dgrad_down's fp32 dh' and accumulate mode's fp32 slice are each twice a hand-off buffer.
+// Forms served: gate/up, down, dgrad_down, dgrad_gate_up, and the weight gradients in fresh mode -- those whose
+// kHandoffBytes is positive. Accumulate mode's fp32 slice is twice a hand-off buffer.
 //
 // A form supplies, besides what grouped_gemm_kernel.cuh lists:
 //   static constexpr int kHandoffBytes;                       one consumer's hand-off buffer

@@ -295,8 +295,8 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
     if (launch.arrangement == Arrangement::kEpilogueWarps) {
         if constexpr (!SplitsEpilogue<Form>) {
             return Status::invalid_argument("launch.arrangement",
-                                            "kEpilogueWarps serves gate_up_swiglu, down_projection, dgrad_gate_up and "
-                                            "the fresh weight gradients only");
+                                            "kEpilogueWarps serves gate_up_swiglu, down_projection, dgrad_down, "
+                                            "dgrad_gate_up and the fresh weight gradients only");
         }
     }
     int device = 0;
@@ -333,7 +333,7 @@ Status load_kernels() {
                           WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
                           WeightGradDownForm<WeightGradMode::kAccumulate>>()));
         MOK_RETURN_IF_ERROR((prepare_pingpong_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm>(device)));
-        MOK_RETURN_IF_ERROR((prepare_epilogue_warps_forms<GateUpForm, DownForm, DgradGateUpForm,
+        MOK_RETURN_IF_ERROR((prepare_epilogue_warps_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm,
                                                           WeightGradGateUpForm<WeightGradMode::kFresh>,
                                                           WeightGradDownForm<WeightGradMode::kFresh>>()));
         return load_row_op_kernels();

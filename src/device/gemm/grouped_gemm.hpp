@@ -28,8 +28,8 @@ enum class Arrangement : int {
     kCooperative = 0,  // both consumer warpgroups of a CTA on one 128 x 256 tile
     kPingPong = 1,     // clusters of two CTAs, one row half each; a CTA's warpgroups take tiles in turn
     // The consumers hand each tile's bf16 results to the producer warpgroup's idle warps, which finish the epilogue
-    // during the next K loop (three stages instead of four). gate_up_swiglu, down_projection, dgrad_gate_up and the
-    // weight gradients in fresh mode.
+    // during the next K loop (three stages instead of four). gate_up_swiglu, down_projection, dgrad_down,
+    // dgrad_gate_up and the weight gradients in fresh mode.
     kEpilogueWarps = 2,
 };
 
@@ -89,7 +89,7 @@ struct DownArgs {
 };
 Status down_projection(const DownArgs& args, const LaunchConfig& launch);
 
-// Backward through down and SwiGLU: dh' = dy[r] W_down; dgu[r] = bf16(swiglu_backward(g, u, w[r] dh'));
+// Backward through down and SwiGLU: dh' = bf16(dy[r] W_down); dgu[r] = bf16(swiglu_backward(g, u, w[r] dh'));
 // router_partials[r][n] = <dh', h> over N tile n's columns (reduce_router_partials adds them in order).
 struct DgradDownArgs {
     GroupedRowSpace rows;

@@ -9,7 +9,7 @@
 // needs at most 24 significant bits (I = 8, shared widths of at most 16, at most 64 rows per expert):
 //   g, u: 2^-1 and 2^-6 steps; h = bf16(g u) in 2^-7 steps, |h| <= 64; o: 18 bits; dh': 7 bits; d w: 23 bits;
 //   dx rows: 22 bits; dW_gate: 22 bits; dW_up, dW_down: 23 bits.
-// Roundings to bf16 (h, dg, du, o, y, dx, fresh gradients) are the same correctly rounded operations on both
+// Roundings to bf16 (h, dh', dg, du, o, y, dx, fresh gradients) are the same correctly rounded operations on both
 // sides, so they need no exactness.
 #pragma once
 

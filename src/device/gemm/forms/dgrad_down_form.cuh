@@ -29,6 +29,8 @@ struct DgradDownForm {
     static constexpr bool kGatedRows = true;  // A is the dispatched dy rows
     // The epilogue's passes stage 8 KiB, so the ping-pong arrangement fits a fifth stage (pingpong_kernel.cuh).
     static constexpr int kPingPongStagingBytes = epilogue::kSwigluBackwardStagingBytes;
+    // Epilogue-warps arrangement: the consumer hands over bf16(dh'), the epilogue warps run the SwiGLU backward.
+    static constexpr int kHandoffBytes = epilogue::kSwigluBackwardHandoffBytes;
 
     __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
         return Scheduler(p.groups, p.out.width, (p.hidden + BLOCK_K - 1) / BLOCK_K, slots);
@@ -67,6 +69,17 @@ struct DgradDownForm {
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::swiglu_backward_epilogue(p.out, t, acc, row_half, thread_in_wg, e);
+    }
+
+    __device__ static void handoff_stage(const Params&, const Tile&, const float (&acc)[kNumAccumulators],
+                                         uint8_t* buffer, int thread_in_wg) {
+        epilogue::stage_swiglu_backward(buffer, acc, thread_in_wg);
+    }
+
+    template <int kThreads>
+    __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                         int thread) {
+        epilogue::store_swiglu_backward<kThreads>(p.out, t, buffer, row_half, thread);
     }
 };
 
