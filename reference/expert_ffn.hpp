@@ -97,6 +97,39 @@ void down_row(const ExpertWeights<typename A::Value>& w, int64_t row, RowActivat
     }
 }
 
+// The router-weight gradient's dot product <dh', h> over a row's `width` columns, in the contract's order
+// (docs/semantics.md, section 6): per tile of 256 columns, each column pair p of a group of eight (columns
+// a = 8 i + 2 p and a + 1) gives the leaf madd(dh'_{a+1}, h_{a+1}, madd(dh'_a, h_a, 0)); a block of four groups
+// adds a pair's leaves as (0 + 1) + (2 + 3); the tile's eight blocks add in order; its four pairs as (0 + 1) + (2 + 3);
+// the tiles' sums add in order from 0. Columns past `width` count as zeros, as they do on the GPU.
+template <typename A>
+typename A::Value router_weight_dot(const typename A::Value* dh, const typename A::Value* h, int64_t width) {
+    using V = typename A::Value;
+    constexpr int64_t kTileCols = 256;
+    constexpr int64_t kGroupCols = 8;
+    constexpr int kPairs = 4;
+    constexpr int kBlockGroups = 4;
+    constexpr int64_t kBlocks = kTileCols / (kGroupCols * kBlockGroups);
+    auto product = [&](int64_t col, V acc) { return col < width ? A::madd(dh[col], h[col], acc) : A::add(acc, 0); };
+    V total = 0;
+    for (int64_t tile = 0; tile * kTileCols < width; ++tile) {
+        V pair_sum[kPairs];
+        for (int p = 0; p < kPairs; ++p) {
+            for (int64_t block = 0; block < kBlocks; ++block) {
+                V leaf[kBlockGroups];
+                for (int i = 0; i < kBlockGroups; ++i) {
+                    const int64_t a = tile * kTileCols + (block * kBlockGroups + i) * kGroupCols + 2 * p;
+                    leaf[i] = product(a + 1, product(a, 0));
+                }
+                const V sum = A::add(A::add(leaf[0], leaf[1]), A::add(leaf[2], leaf[3]));
+                pair_sum[p] = block == 0 ? sum : A::add(pair_sum[p], sum);
+            }
+        }
+        total = A::add(total, A::add(A::add(pair_sum[0], pair_sum[1]), A::add(pair_sum[2], pair_sum[3])));
+    }
+    return total;
+}
+
 // Backward of row `row` from its dy and router weight, after gate_up_row: the router-weight gradient
 // <W_d^T dy, h>, (dg, du), weight * dy, and the row's dx = W_g^T dg + W_u^T du into out.
 template <typename A>
@@ -104,20 +137,19 @@ void backward_row(const ExpertWeights<typename A::Value>& w, int64_t row, RowAct
     using V = typename A::Value;
     const V* dy = &a->dy[row * w.hidden];
     const V weight = a->weight[row];
-    V d_weight = 0;
+    std::vector<V> dh_unscaled(w.width);  // dh' = W_d^T dy, rounded to bf16 but never stored
     for (int64_t i = 0; i < w.width; ++i) {
-        V dh_unscaled = 0;  // dh' = (W_d^T dy)_i, rounded to bf16 but never stored
+        V dot = 0;
         for (int64_t k = 0; k < w.hidden; ++k) {
-            dh_unscaled = A::madd(w.down[k * w.width + i], dy[k], dh_unscaled);
+            dot = A::madd(w.down[k * w.width + i], dy[k], dot);
         }
-        dh_unscaled = A::store_bf16(dh_unscaled);
+        dh_unscaled[i] = A::store_bf16(dot);
         const int64_t at = row * w.width + i;
-        d_weight = A::madd(dh_unscaled, a->h[at], d_weight);
-        const auto grads = A::swiglu_backward(a->g[at], a->u[at], A::mul(weight, dh_unscaled));
+        const auto grads = A::swiglu_backward(a->g[at], a->u[at], A::mul(weight, dh_unscaled[i]));
         a->dg[at] = A::store_bf16(grads.dg);
         a->du[at] = A::store_bf16(grads.du);
     }
-    a->d_weight[row] = d_weight;
+    a->d_weight[row] = router_weight_dot<A>(dh_unscaled.data(), &a->h[row * w.width], w.width);
     const V* dg = &a->dg[row * w.width];
     const V* du = &a->du[row * w.width];
     for (int64_t k = 0; k < w.hidden; ++k) {

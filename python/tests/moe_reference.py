@@ -212,7 +212,7 @@ class _Expert:
     def backward(self, dy: torch.Tensor, weight: Optional[torch.Tensor]):
         """dy [n, H] fp32 (bf16 values); weight [n] (None for a shared expert). Returns d_weight [n], the dx rows
         and the weight-gradient sums (fp32)."""
-        dh_prime = dy @ self.wd
+        dh_prime = _bf16(dy @ self.wd)
         d_weight = (dh_prime * self.h).sum(1)
         dh = dh_prime if weight is None else weight[:, None] * dh_prime
         s = torch.sigmoid(self.g)

@@ -5,9 +5,16 @@
 //   dw += dh' * h                               the router-weight gradient's partial over this tile's columns
 //   dh = w * dh';  (dg, du) = swiglu::backward(g, u, dh), each rounded to bf16
 // (docs/semantics.md sections 3 and 5). dw is correct for any w, zero included, because it never divides by w.
-// The partial sums are deterministic: each thread sums its columns in order, then the four threads of a row
-// combine by a fixed butterfly; one partial per (row, N tile) goes to global memory and a separate pass adds
-// the tiles' partials in tile order (reduce_router_partials).
+//
+// The router-weight partial of a (row, N tile) has one order, whoever computes it (docs/semantics.md, section 6):
+// column pair p of column group i (columns 8 i + 2 p and 8 i + 2 p + 1) gives the leaf
+// fma(dh'_b, h_b, fma(dh'_a, h_a, 0)); each block of four groups (32 columns) adds a pair's leaves as
+// (0 + 1) + (2 + 3); the tile's eight blocks add in order; the four pairs' sums combine as (0 + 1) + (2 + 3). Both
+// layouts that compute it reach that order cheaply: a consumer lane holds one pair of every group, so it adds a
+// block per pass in registers and the lanes of a row combine by a butterfly; an epilogue-warps lane holds all four
+// pairs of one group, so a block is a butterfly over four lanes and the blocks' sums are broadcast from their first
+// lanes. One partial per (row, N tile) goes to global memory and a separate pass adds the tiles' partials in tile
+// order (reduce_router_partials).
 //
 // Two ways to run it, with the same bits: in the consumer warpgroup from its accumulators (the cooperative and
 // ping-pong arrangements, swiglu_backward_epilogue), or split (the epilogue-warps arrangement): the consumer stages
@@ -61,31 +68,37 @@ __device__ __forceinline__ void select_pass_values(const float (&acc)[gemm::kNum
     }
 }
 
-// The SwiGLU backward of two neighbouring columns of a row: dh holds bf16(dh') of both, g2 and u2 their
-// pre-activations. Adds each column's dh' h to `partial` in column order and returns dg and du as bf16 pairs. Both
-// ways of running the epilogue call this, so they cannot differ in arithmetic.
+// The SwiGLU backward of two neighbouring columns a, a + 1 of a row: dh holds bf16(dh') of both, g2 and u2 their
+// pre-activations. Returns dg and du as bf16 pairs and the pair's router-partial leaf, fma(dh'_b, h_b,
+// fma(dh'_a, h_a, 0)). Both ways of running the epilogue call this, so they cannot differ in arithmetic.
 struct SwigluBackwardPair {
     uint32_t dg;  // bf16 x 2
     uint32_t du;  // bf16 x 2
+    float leaf;
 };
 
 __device__ __forceinline__ SwigluBackwardPair swiglu_backward_pair(__nv_bfloat162 g2, __nv_bfloat162 u2,
-                                                                   const float (&dh)[2], float weight, float& partial) {
+                                                                   const float (&dh)[2], float weight) {
     const float g[2] = {__low2float(g2), __high2float(g2)};
     const float u[2] = {__low2float(u2), __high2float(u2)};
     float dg[2];
     float du[2];
+    float leaf = 0.0f;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
         const swiglu::Activation act = swiglu::activation(g[c]);
         const float h = round_to_bf16(swiglu::forward(u[c], act));
-        partial = fp32::fma(dh[c], h, partial);
+        leaf = fp32::fma(dh[c], h, leaf);
         const swiglu::Grads grads = swiglu::backward(g[c], u[c], fp32::mul(weight, dh[c]), act);
         dg[c] = grads.dg;
         du[c] = grads.du;
     }
-    return {pack_bf16x2(dg[0], dg[1]), pack_bf16x2(du[0], du[1])};
+    return {pack_bf16x2(dg[0], dg[1]), pack_bf16x2(du[0], du[1]), leaf};
 }
+
+// The router partial's blocks: four column groups (32 columns), one staging pass of the consumers' epilogue.
+inline constexpr int kRouterBlockGroups = 4;
+static_assert(kSwigluBackwardGroupsPerPass == kRouterBlockGroups, "a consumer pass covers one router block");
 
 struct SwigluBackwardOutputs {
     const __nv_bfloat16* gu;  // [rows, 2, I]  the forward's saved g and u
@@ -110,7 +123,7 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
 
     bool row_valid[2];
     float weight[2];
-    float partial[2] = {0.0f, 0.0f};
+    float partial[2];  // the router partial of each of the thread's two rows, block by block
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int row = f.row + half * 8;
@@ -157,6 +170,9 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                 }
             }
         }
+        // The pass's block, (0 + 1) + (2 + 3) over its groups, gathered as the leaves come, which keeps two
+        // registers per row live instead of four.
+        float pair_sum[2][2];
 #pragma unroll
         for (int i = 0; i < kGroupsPerPass; ++i) {
 #pragma unroll
@@ -164,14 +180,19 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                 const int row = f.row + half * 8;
                 const float dh[2] = {round_to_bf16(dh_values[i * 4 + half * 2]),
                                      round_to_bf16(dh_values[i * 4 + half * 2 + 1])};
-                const SwigluBackwardPair d =
-                    swiglu_backward_pair(g2[i][half], u2[i][half], dh, weight[half], partial[half]);
+                const SwigluBackwardPair d = swiglu_backward_pair(g2[i][half], u2[i][half], dh, weight[half]);
+                pair_sum[half][i / 2] = i % 2 == 0 ? d.leaf : fp32::add(pair_sum[half][i / 2], d.leaf);
                 constexpr int kRowBytes = kSwigluBackwardStagingRowBytes;
                 *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, i) + f.col * gemm::kBf16Bytes) =
                     d.dg;
                 *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, kGroupsPerPass + i) +
                                              f.col * gemm::kBf16Bytes) = d.du;
             }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float block = fp32::add(pair_sum[half][0], pair_sum[half][1]);
+            partial[half] = pass == 0 ? block : fp32::add(partial[half], block);
         }
         staging_barrier(e.warpgroup);
         const int col = col_begin + pass * kGroupsPerPass * 8;
@@ -184,7 +205,7 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
         staging_barrier(e.warpgroup);
     }
 
-    // The four lanes that share a row hold disjoint columns: combine them in a fixed order.
+    // The four lanes that share a row hold its four pairs: (0 + 1) + (2 + 3) in every lane.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         partial[half] = fp32::add(partial[half], __shfl_xor_sync(0xffffffffu, partial[half], 1));
@@ -206,109 +227,93 @@ __device__ __forceinline__ void stage_swiglu_backward(uint8_t* buffer, const flo
     stage_row_store(buffer, acc, thread_in_wg);
 }
 
-// Column pairs per group of eight columns: the four lanes of the accumulator layout that share a row.
-inline constexpr int kSwigluBackwardColumnPairs = 4;
-// Column groups per step of the epilogue threads' loop: a step's g, u and dh' are loaded while the step before it
-// computes, two groups' worth: four spilled under the producer warpgroup's 72 registers.
-inline constexpr int kSwigluBackwardGroupsPerStep = 2;
-
 // The kThreads epilogue threads run the SwiGLU backward of rows [64 row_half, 64 row_half + 64) of the tile from
-// the hand-off buffer, while the consumer runs its next K loop. A thread takes (row, column pair) items: pair p of
-// a row is columns 8 i + 2 p and 8 i + 2 p + 1 of every column group i, the columns the consumer's lane 4 r + p
-// holds, so its partial sums those columns in the consumer's order, and the four pairs of a row, which sit in
-// neighbouring lanes (item = 4 row + pair, kThreads a multiple of 32), combine by the consumer's butterfly. The
-// bits are therefore those of swiglu_backward_epilogue. g, u, dg and du move 4 bytes per thread and column group;
-// a row's four pairs make them 16-byte runs, and L1 holds a run's line for the next groups.
+// the hand-off buffer, while the consumer runs its next K loop. A warp takes a row at a time, lane i its column
+// group i (BLOCK_N / 8 = 32 groups: the row's 256 columns), so that g, u, dg and du move as whole 512-byte runs of
+// the row, 16 bytes per lane, and dh' as one 16-byte shared-memory read per lane: the memory instructions of the
+// accumulator's layout, 4 bytes per lane spread over eight rows, took the L1 eight times the wavefronts and left
+// this arrangement slower than ping-pong (docs/gemm.md). Each pair's router partial is then a butterfly over the
+// lanes of each block and a sum of the blocks' sums.
 template <int kThreads>
 __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
                                                       const uint8_t* buffer, int row_half, int thread) {
-    constexpr int kPairs = kSwigluBackwardColumnPairs;
-    constexpr int kItems = gemm::WGMMA_M * kPairs;
-    constexpr int kStep = kSwigluBackwardGroupsPerStep;
-    constexpr int kSteps = gemm::BLOCK_N / 8 / kStep;
-    constexpr int kLineBytes = 128;
-    constexpr int kLinesPerRun = gemm::BLOCK_N * gemm::kBf16Bytes / kLineBytes;  // of a row's g (or u) columns
-    static_assert(kThreads % 32 == 0 && 32 % kPairs == 0, "a row's items sit in one warp's neighbouring lanes");
-    static_assert(kRowStoreGroupsPerPass % kStep == 0, "a step's groups lie in one staged pass");
+    constexpr int kWarps = kThreads / 32;
+    constexpr int kPairs = kElementsPerChunk / 2;
+    static_assert(kThreads % 32 == 0 && gemm::BLOCK_N / kElementsPerChunk == 32, "a warp's lanes are a row's groups");
+    const int warp = thread / 32;
+    const int group = thread % 32;
     const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
-    const int rows_here = tile.num_rows - row_half * gemm::WGMMA_M;
-    const int col_begin = tile.n_idx * gemm::BLOCK_N;
-    const int cols_here = out.width - col_begin;
+    const int rows_here = min(tile.num_rows - row_half * gemm::WGMMA_M, gemm::WGMMA_M);
+    const int col = tile.n_idx * gemm::BLOCK_N + group * kElementsPerChunk;
+    const bool col_valid = col < out.width;
     const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
+    const uint8_t* dh_chunks =
+        buffer + (group / kRowStoreGroupsPerPass) * gemm::kStagingBytesPerWarpgroup;  // this lane's staged pass
 
-    // The row half's g and u toward L2 first (64 rows x 2 runs x 4 lines): the first touch of them comes from
-    // memory, and a step's loads otherwise wait out that round trip each time.
-    for (int line = thread; line < gemm::WGMMA_M * 2 * kLinesPerRun; line += kThreads) {
-        const int row = line / (2 * kLinesPerRun);
-        const int run = line % (2 * kLinesPerRun);
-        const int col = (run % kLinesPerRun) * (kLineBytes / gemm::kBf16Bytes);
-        if (row < rows_here && col < cols_here) {
-            ptx::prefetch_global_l2(out.gu + (first_row + row) * gu_stride + (run / kLinesPerRun) * out.width +
-                                    col_begin + col);
+    struct RowOperands {
+        uint4 g;   // bf16 x 8
+        uint4 u;   // bf16 x 8
+        uint4 dh;  // bf16(dh') x 8, as staged
+        float weight;
+    };
+    auto load_row = [&](int row) {
+        RowOperands o{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 0.0f};
+        if (row < rows_here) {
+            const __nv_bfloat16* src = out.gu + (first_row + row) * gu_stride + col;
+            if (col_valid) {
+                o.g = *reinterpret_cast<const uint4*>(src);
+                o.u = *reinterpret_cast<const uint4*>(src + out.width);
+            }
+            o.dh = *reinterpret_cast<const uint4*>(dh_chunks + staging_offset(row, group % kRowStoreGroupsPerPass));
+            o.weight = out.row_weight[first_row + row];
         }
-    }
-
-    struct StepOperands {
-        __nv_bfloat162 g[kStep];
-        __nv_bfloat162 u[kStep];
-        uint32_t dh[kStep];  // bf16(dh') x 2, as staged
+        return o;
     };
 
-    // Every thread runs the same number of rounds, so the butterfly below finds all lanes of each warp.
+    // Rows warp, warp + kWarps, ...: the same in every lane of a warp, so the butterflies find all 32 lanes. A row's
+    // operands are loaded while the row before it computes.
+    RowOperands next = load_row(warp);
 #pragma unroll 1
-    for (int first = 0; first < kItems; first += kThreads) {
-        const int item = first + thread;
-        const int row = item / kPairs;
-        const int pair = item % kPairs;
-        const bool row_valid = item < kItems && row < rows_here;
-        float partial = 0.0f;
-        if (row_valid) {
-            const float weight = out.row_weight[first_row + row];
-            const __nv_bfloat16* gu_row = out.gu + (first_row + row) * gu_stride + col_begin + 2 * pair;
-            __nv_bfloat16* dgu_row = out.dgu + (first_row + row) * gu_stride + col_begin + 2 * pair;
-            auto load_step = [&](int step) {
-                StepOperands o;
+    for (int row = warp; row < rows_here; row += kWarps) {
+        const RowOperands now = next;
+        next = load_row(row + kWarps);
+        const auto* g2 = reinterpret_cast<const __nv_bfloat162*>(&now.g);
+        const auto* u2 = reinterpret_cast<const __nv_bfloat162*>(&now.u);
+        const auto* dh2 = reinterpret_cast<const __nv_bfloat162*>(&now.dh);
+        uint32_t dg[kPairs];
+        uint32_t du[kPairs];
+        float leaf[kPairs];
 #pragma unroll
-                for (int i = 0; i < kStep; ++i) {
-                    const int group = step * kStep + i;
-                    const int col = group * 8 + 2 * pair;
-                    o.g[i] = o.u[i] = __floats2bfloat162_rn(0.0f, 0.0f);
-                    if (col < cols_here) {
-                        o.g[i] = *reinterpret_cast<const __nv_bfloat162*>(gu_row + group * 8);
-                        o.u[i] = *reinterpret_cast<const __nv_bfloat162*>(gu_row + out.width + group * 8);
-                    }
-                    const uint8_t* pass = buffer + (group / kRowStoreGroupsPerPass) * gemm::kStagingBytesPerWarpgroup;
-                    o.dh[i] = *reinterpret_cast<const uint32_t*>(
-                        pass + staging_offset(row, group % kRowStoreGroupsPerPass) + pair * 2 * gemm::kBf16Bytes);
-                }
-                return o;
-            };
-            StepOperands next = load_step(0);
-#pragma unroll 1
-            for (int step = 0; step < kSteps; ++step) {
-                const StepOperands now = next;
-                if (step + 1 < kSteps) {
-                    next = load_step(step + 1);
-                }
+        for (int p = 0; p < kPairs; ++p) {
+            const float dh[2] = {__low2float(dh2[p]), __high2float(dh2[p])};
+            const SwigluBackwardPair d = swiglu_backward_pair(g2[p], u2[p], dh, now.weight);
+            dg[p] = d.dg;
+            du[p] = d.du;
+            leaf[p] = d.leaf;
+        }
+        if (col_valid) {
+            __nv_bfloat16* dst = out.dgu + (first_row + row) * gu_stride + col;
+            *reinterpret_cast<uint4*>(dst) = make_uint4(dg[0], dg[1], dg[2], dg[3]);
+            *reinterpret_cast<uint4*>(dst + out.width) = make_uint4(du[0], du[1], du[2], du[3]);
+        }
+        // Each pair's blocks, (0 + 1) + (2 + 3) over the lanes of a block by a butterfly (lanes i and i ^ m hold
+        // neighbouring sums, and theirs has the same bits in both), then the blocks in order from their first
+        // lanes, in every lane alike.
+        static_assert(kRouterBlockGroups == 4, "a block's sum is two butterfly steps");
+        float pair_total[kPairs];
 #pragma unroll
-                for (int i = 0; i < kStep; ++i) {
-                    const int group = step * kStep + i;
-                    __nv_bfloat162 dh2;
-                    *reinterpret_cast<uint32_t*>(&dh2) = now.dh[i];
-                    const float dh[2] = {__low2float(dh2), __high2float(dh2)};
-                    const SwigluBackwardPair d = swiglu_backward_pair(now.g[i], now.u[i], dh, weight, partial);
-                    if (group * 8 + 2 * pair < cols_here) {
-                        *reinterpret_cast<uint32_t*>(dgu_row + group * 8) = d.dg;
-                        *reinterpret_cast<uint32_t*>(dgu_row + out.width + group * 8) = d.du;
-                    }
-                }
+        for (int p = 0; p < kPairs; ++p) {
+            leaf[p] = fp32::add(leaf[p], __shfl_xor_sync(0xffffffffu, leaf[p], 1));
+            leaf[p] = fp32::add(leaf[p], __shfl_xor_sync(0xffffffffu, leaf[p], 2));
+            pair_total[p] = __shfl_sync(0xffffffffu, leaf[p], 0);
+#pragma unroll
+            for (int block = 1; block < 32 / kRouterBlockGroups; ++block) {
+                pair_total[p] = fp32::add(pair_total[p], __shfl_sync(0xffffffffu, leaf[p], block * kRouterBlockGroups));
             }
         }
-        // The consumer's butterfly over the row's four pairs.
-        partial = fp32::add(partial, __shfl_xor_sync(0xffffffffu, partial, 1));
-        partial = fp32::add(partial, __shfl_xor_sync(0xffffffffu, partial, 2));
-        if (pair == 0 && row_valid) {
-            out.router_partials[static_cast<int64_t>(first_row + row) * out.num_n_tiles + tile.n_idx] = partial;
+        if (group == 0) {
+            out.router_partials[static_cast<int64_t>(first_row + row) * out.num_n_tiles + tile.n_idx] =
+                fp32::add(fp32::add(pair_total[0], pair_total[1]), fp32::add(pair_total[2], pair_total[3]));
         }
     }
 }

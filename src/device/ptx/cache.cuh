@@ -11,10 +11,4 @@ __device__ __forceinline__ void prefetch_global_l1(const void* address) {
     asm volatile("prefetch.global.L1 [%0];\n" ::"l"(reinterpret_cast<uint64_t>(address)));
 }
 
-// The same toward L2 only: for data that will be read by this SM some microseconds later, longer than L1 (what the
-// shared memory leaves of it) would keep it.
-__device__ __forceinline__ void prefetch_global_l2(const void* address) {
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<uint64_t>(address)));
-}
-
 }  // namespace mok::ptx

@@ -14,11 +14,11 @@
 #include "common/fp32_ops.hpp"
 #include "common/swiglu.hpp"
 #include "device/gemm/gemm_test_support.hpp"
+#include "reference/arithmetic.hpp"
+#include "reference/expert_ffn.hpp"
 
 namespace mok::test {
 namespace {
-
-constexpr int32_t kRouterTileCols = 256;  // the dgrad N tile: router partials are summed per tile, then in order
 
 double silu64(double g) {
     return g / (1.0 + std::exp(-g));
@@ -74,36 +74,28 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
         }
     });
     Comparison cmp_dg("dg"), cmp_du("du"), cmp_dw("router gradient");
+    std::vector<float> h_row(I);
     for (size_t c = 0; c < check.size(); ++c) {
         const int64_t r = check[c];
         const float w = weight[r];
-        float dw_same = 0.0f;
         double dw_oracle = 0.0;
-        for (int32_t tile = 0; tile < num_tiles; ++tile) {
-            // The epilogue's order: each of the four lanes of a row sums its column pairs group by group,
-            // then the lanes combine as (0 + 1) + (2 + 3).
-            float lane_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int64_t col = tile * kRouterTileCols; col < std::min<int64_t>(I, (tile + 1) * kRouterTileCols);
-                 ++col) {
-                const float g = gu[r * 2 * I + col].to_float();
-                const float u = gu[r * 2 * I + I + col].to_float();
-                const float dhp = dhp32[c * I + col];
-                const swiglu::Activation act = swiglu::activation(g);
-                const float h = round_to_bf16(swiglu::forward(u, act));
-                const int lane = static_cast<int>((col % 8) / 2);
-                lane_sum[lane] = fp32::fma(dhp, h, lane_sum[lane]);
-                const swiglu::Grads grads = swiglu::backward(g, u, fp32::mul(w, dhp), act);
-                const double d = dhp64[c * I + col];
-                const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(g)));
-                const double dh = static_cast<double>(w) * d;
-                dw_oracle += d * silu64(g) * u;
-                cmp_dg.add(dgu[r * 2 * I + col].to_float(), round_to_bf16(grads.dg),
-                           dh * u * s * (1.0 + g * (1.0 - s)));
-                cmp_du.add(dgu[r * 2 * I + I + col].to_float(), round_to_bf16(grads.du), dh * silu64(g));
-            }
-            const float tile_sum = fp32::add(fp32::add(lane_sum[0], lane_sum[1]), fp32::add(lane_sum[2], lane_sum[3]));
-            dw_same = fp32::add(dw_same, tile_sum);
+        for (int64_t col = 0; col < I; ++col) {
+            const float g = gu[r * 2 * I + col].to_float();
+            const float u = gu[r * 2 * I + I + col].to_float();
+            const float dhp = dhp32[c * I + col];
+            const swiglu::Activation act = swiglu::activation(g);
+            h_row[col] = round_to_bf16(swiglu::forward(u, act));
+            const swiglu::Grads grads = swiglu::backward(g, u, fp32::mul(w, dhp), act);
+            const double d = dhp64[c * I + col];
+            const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(g)));
+            const double dh = static_cast<double>(w) * d;
+            dw_oracle += d * silu64(g) * u;
+            cmp_dg.add(dgu[r * 2 * I + col].to_float(), round_to_bf16(grads.dg), dh * u * s * (1.0 + g * (1.0 - s)));
+            cmp_du.add(dgu[r * 2 * I + I + col].to_float(), round_to_bf16(grads.du), dh * silu64(g));
         }
+        // The contract's order of the router-weight dot product, as the CPU reference sums it.
+        const float dw_same =
+            reference::detail::router_weight_dot<reference::detail::DeviceArithmetic>(&dhp32[c * I], h_row.data(), I);
         cmp_dw.add(dw[r], dw_same, dw_oracle);
     }
     // Exact values: dh' is exact; everything after it is the shared fp32 code in the same order.
