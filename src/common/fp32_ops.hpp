@@ -80,17 +80,34 @@ MOK_HOST_DEVICE MOK_INLINE float from_bits(uint32_t b) {
 #endif
 }
 
-// e^x to within 2 ulp over the whole fp32 range, from the operations above only, so that the CPU and the GPU
-// agree bit for bit (the CUDA and C library expf differ in their last bits). Cody-Waite reduction
-// x = n ln2 + r with |r| <= ln2/2, a degree-6 minimax polynomial for e^r (Cephes' expf coefficients), then an
-// exact scaling by 2^n done in two power-of-two factors so that neither overflows early.
-MOK_HOST_DEVICE MOK_INLINE float exp(float x) {
+namespace exp_detail {
+
+inline constexpr float kLog2e = 1.44269502162933349609f;
+inline constexpr float kRoundShift = 12582912.0f;    // 1.5 * 2^23: adding it rounds to an integer
+inline constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split so that n * kLn2Hi is exact for |n| < 2^9
+inline constexpr float kLn2Lo = 1.428606765330187e-06f;
+
+// e^r for the reduced argument r = x - n ln 2, |r| <= ln2/2: a degree-6 minimax polynomial (Cephes' expf
+// coefficients) as 1 + r + r^2 p(r).
+MOK_HOST_DEVICE MOK_INLINE float exp_reduced(float x, float n) {
+    float r = fma(n, -kLn2Hi, x);
+    r = fma(n, -kLn2Lo, r);
+    float p = 1.9875691500e-4f;
+    p = fma(p, r, 1.3981999507e-3f);
+    p = fma(p, r, 8.3334519073e-3f);
+    p = fma(p, r, 4.1665795894e-2f);
+    p = fma(p, r, 1.6666665459e-1f);
+    p = fma(p, r, 5.0000001201e-1f);
+    const float r2 = mul(r, r);
+    return add(fma(p, r2, r), 1.0f);
+}
+
+// The general path of exp: NaN, the overflow and underflow thresholds, and a scaling by 2^n in two power-of-two
+// factors 2^a * 2^b with a = n / 2, each a normal float for n in [-150, 128], so that neither overflows early and
+// the product rounds once.
+MOK_HOST_DEVICE MOK_INLINE float exp_general(float x) {
     constexpr float kMaxArg = 88.72283935546875f;    // above: e^x overflows fp32
     constexpr float kMinArg = -103.97208404541016f;  // below: e^x underflows to 0
-    constexpr float kLog2e = 1.44269502162933349609f;
-    constexpr float kRoundShift = 12582912.0f;    // 1.5 * 2^23: adding it rounds to an integer
-    constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split so that n * kLn2Hi is exact for |n| < 2^9
-    constexpr float kLn2Lo = 1.428606765330187e-06f;
     if (!(x == x)) {
         return x;  // NaN
     }
@@ -101,23 +118,41 @@ MOK_HOST_DEVICE MOK_INLINE float exp(float x) {
         return 0.0f;
     }
     const float n = sub(fma(x, kLog2e, kRoundShift), kRoundShift);
-    float r = fma(n, -kLn2Hi, x);
-    r = fma(n, -kLn2Lo, r);
-    float p = 1.9875691500e-4f;
-    p = fma(p, r, 1.3981999507e-3f);
-    p = fma(p, r, 8.3334519073e-3f);
-    p = fma(p, r, 4.1665795894e-2f);
-    p = fma(p, r, 1.6666665459e-1f);
-    p = fma(p, r, 5.0000001201e-1f);
-    const float r2 = mul(r, r);
-    const float er = add(fma(p, r2, r), 1.0f);
-    // 2^n as two factors 2^a * 2^b with a = n / 2: each stays a normal float for n in [-150, 128].
+    const float er = exp_reduced(x, n);
     const int32_t ni = static_cast<int32_t>(n);
     const int32_t a = ni / 2;
     const int32_t b = ni - a;
     const float scale_a = from_bits(static_cast<uint32_t>(a + 127) << 23);
     const float scale_b = from_bits(static_cast<uint32_t>(b + 127) << 23);
     return mul(mul(er, scale_a), scale_b);
+}
+
+}  // namespace exp_detail
+
+// e^x to within 2 ulp over the whole fp32 range, from the operations above only, so that the CPU and the GPU
+// agree bit for bit (the CUDA and C library expf differ in their last bits). Cody-Waite reduction
+// x = n ln2 + r with |r| <= ln2/2, a polynomial for e^r (exp_reduced), then an exact scaling by 2^n.
+//
+// Where 2^n is a normal float (n in [-126, 127], x in about [-87.7, 88.4]: every argument the SwiGLU sees in
+// practice) the scaling is one multiplication by 2^n, built from n's bits, which the rounding shift leaves in t's
+// low mantissa bits; elsewhere, and for NaN, exp_general's two factors. Both round e^r 2^n once, so they give the
+// same bits wherever both apply (tests/common/fp32_exp_test.cpp compares them); the one-factor path saves the
+// SwiGLU epilogues about ten instructions per element, which the backward's epilogue is bound by (docs/gemm.md).
+MOK_HOST_DEVICE MOK_INLINE float exp(float x) {
+    using namespace exp_detail;
+    constexpr int32_t kMinNormalExponent = -126;
+    constexpr int32_t kMaxNormalExponent = 127;
+    constexpr int32_t kExponentBias = 127;
+    constexpr int kMantissaBits = 23;
+    const float t = fma(x, kLog2e, kRoundShift);
+    // t = 1.5 * 2^23 + n exactly while |n| < 2^22, so the bit patterns differ by n; for larger |x| the difference
+    // is far outside [-126, 127] and the general path takes x.
+    const auto ni = static_cast<int32_t>(bits_of(t) - bits_of(kRoundShift));
+    if (x == x && ni >= kMinNormalExponent && ni <= kMaxNormalExponent) {
+        const float er = exp_reduced(x, sub(t, kRoundShift));
+        return mul(er, from_bits(static_cast<uint32_t>(ni + kExponentBias) << kMantissaBits));
+    }
+    return exp_general(x);
 }
 
 }  // namespace mok::fp32

@@ -106,6 +106,31 @@ TEST(Fp32Exp, WithinTwoUlpAtThresholds) {
     }
 }
 
+// exp scales by 2^n in one multiplication where 2^n is a normal float and in two elsewhere (exp_general); both
+// round once, so they must give the same bits wherever the first applies. Every 61st fp32 value of the whole
+// range (both signs, NaN patterns included), and every value near the ends of the one-factor range, n = -126 and
+// n = 127, where it hands over.
+TEST(Fp32Exp, OneFactorScalingHasTheTwoFactorBits) {
+    constexpr uint32_t kStride = 61;
+    constexpr uint32_t kNeighbours = 1 << 16;
+    auto same_bits = [](float x) {
+        const float got = fp32::exp(x);
+        const float general = fp32::exp_detail::exp_general(x);
+        return fp32::bits_of(got) == fp32::bits_of(general) || (std::isnan(got) && std::isnan(general));
+    };
+    for (uint64_t bits = 0; bits <= 0xffffffffull; bits += kStride) {
+        const float x = float_of_bits(static_cast<uint32_t>(bits));
+        ASSERT_TRUE(same_bits(x)) << "at x = " << x << " (bits " << bits << ")";
+    }
+    for (const double n : {-126.5, 127.5}) {
+        const uint32_t centre = fp32::bits_of(static_cast<float>(n * std::log(2.0)));
+        for (uint32_t bits = centre - kNeighbours; bits <= centre + kNeighbours; ++bits) {
+            const float x = float_of_bits(bits);
+            ASSERT_TRUE(same_bits(x)) << "at x = " << x;
+        }
+    }
+}
+
 TEST(Fp32Exp, SpecialValues) {
     const float inf = std::numeric_limits<float>::infinity();
     EXPECT_EQ(fp32::bits_of(fp32::exp(0.0f)), fp32::bits_of(1.0f));
