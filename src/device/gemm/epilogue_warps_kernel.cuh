@@ -45,11 +45,28 @@ inline constexpr int kHandoffStages = 3;
 // Register split (setmaxnreg): the producer warpgroup now runs the SwiGLU arithmetic a chunk at a time, the
 // consumers no longer do. setmaxnreg moves registers only within what the launch gave the CTA (384 x 168), so the
 // split must fit that, not the SM's register file: an increase that does not fit waits for ever.
-// 128 x 72 + 2 x 128 x 216 = 64,512.
-inline constexpr uint32_t kHandoffProducerRegisters = 72;
-inline constexpr uint32_t kHandoffConsumerRegisters = 216;
-static_assert(register_split_fits(kHandoffProducerRegisters, kHandoffConsumerRegisters),
-              "the roles' registers must fit what the launch allocates to the CTA");
+// 128 x 72 + 2 x 128 x 216 = 64,512. A form whose epilogue threads carry more arithmetic may ask for more
+// (kHandoffProducerRegisters and kHandoffConsumerRegisters of its own).
+struct HandoffRegisterSplit {
+    uint32_t producer;
+    uint32_t consumer;
+};
+inline constexpr HandoffRegisterSplit kHandoffRegisters{72, 216};
+
+template <class Form>
+concept SplitsRegistersItself = requires {
+    Form::kHandoffProducerRegisters;
+    Form::kHandoffConsumerRegisters;
+};
+
+template <class Form>
+consteval HandoffRegisterSplit handoff_registers() {
+    if constexpr (SplitsRegistersItself<Form>) {
+        return {Form::kHandoffProducerRegisters, Form::kHandoffConsumerRegisters};
+    } else {
+        return kHandoffRegisters;
+    }
+}
 
 // The epilogue warps' wait budget, in units of the launch's timeout: above the consumers' (they wait on them), so
 // that a timeout names the upstream wait that caused it.
@@ -150,6 +167,9 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     static_assert(!HasTileBegin<Form>, "the epilogue-warps arrangement serves forms without a tile prologue");
     static_assert(kHandoffSharedBytes<Form> <= kMaxCtaSharedBytes,
                   "the epilogue-warps GEMM's shared memory must fit one Hopper CTA");
+    constexpr HandoffRegisterSplit kRegisters = handoff_registers<Form>();
+    static_assert(register_split_fits(kRegisters.producer, kRegisters.consumer),
+                  "the roles' registers must fit what the launch allocates to the CTA");
     extern __shared__ uint8_t smem_raw[];
     HandoffStorageOf<Form>& smem = handoff_storage<Form>(smem_raw);
     HandoffPipeline pipe(smem.pipeline);
@@ -163,7 +183,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const RoleWaits waits = RoleWaits::of(params.common);
     const int warpgroup = static_cast<int>(threadIdx.x) / kThreadsPerWarpgroup;
     if (warpgroup == static_cast<int>(WarpgroupRole::kProducer)) {
-        ptx::warpgroup_release_registers<kHandoffProducerRegisters>();
+        ptx::warpgroup_release_registers<kRegisters.producer>();
         if (threadIdx.x == 0) {
             run_producer<Form>(params, smem, pipe, waits.producer);
         } else if (threadIdx.x >= 32) {
@@ -172,7 +192,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
             run_epilogue_warps<Form>(params, smem, handoff, epilogue_wait, static_cast<int>(threadIdx.x) - 32);
         }
     } else {
-        ptx::warpgroup_claim_registers<kHandoffConsumerRegisters>();
+        ptx::warpgroup_claim_registers<kRegisters.consumer>();
         // Broadcast from lane 0, so that ptxas knows the index is the same in every lane of the warp: the hand-off
         // barriers it selects are waited on between two K loops (see the ping-pong kernel).
         const int consumer = __shfl_sync(0xffffffffu, warpgroup - 1, 0);

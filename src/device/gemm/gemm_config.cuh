@@ -34,7 +34,7 @@ inline constexpr uint32_t kProducerRegisters = 40;
 inline constexpr uint32_t kConsumerRegisters = 232;
 // Whether a split of the launch's registers (the producer warpgroup's, each consumer warpgroup's) fits the CTA's
 // allocation.
-constexpr bool register_split_fits(uint32_t producer, uint32_t consumer) {
+__host__ __device__ constexpr bool register_split_fits(uint32_t producer, uint32_t consumer) {
     return kThreadsPerWarpgroup * (producer + kNumConsumerWarpgroups * consumer) <= kNumThreads * kLaunchRegisters;
 }
 static_assert(register_split_fits(kProducerRegisters, kConsumerRegisters),
