@@ -33,6 +33,12 @@ enum class Arrangement : int {
     kEpilogueWarps = 2,
 };
 
+// dgrad_down's epilogue warps carry the whole SwiGLU backward of a 128 x 256 tile, about 95 K blocks' worth of
+// tensor time (docs/gemm.md, "dgrad_down in the epilogue warps"); where the K loop (H / 64 blocks) is shorter they
+// hold the tensor cores up, and the ping-pong arrangement is faster. The smallest H for which a caller should choose
+// kEpilogueWarps for dgrad_down.
+inline constexpr int32_t kDgradDownEpilogueWarpsMinHidden = 6144;
+
 struct LaunchConfig {
     cudaStream_t stream = nullptr;
     int num_sms = 0;                 // CTAs of the persistent grid; 0 = every SM of the device

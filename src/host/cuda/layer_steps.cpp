@@ -215,11 +215,13 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     // warpgroup's spare warps, beside the next K loop (docs/gemm.md).
     g.split_epilogue_arrangement =
         config_.gemm_epilogue_warps ? gemm::Arrangement::kEpilogueWarps : gemm::Arrangement::kCooperative;
-    // Without them, dgrad_down, whose SwiGLU-backward epilogue is the longest, is the one form that gains from the
+    // dgrad_down's too where its K loop is long enough to hide them (gemm::kDgradDownEpilogueWarpsMinHidden).
+    // Otherwise dgrad_down, whose SwiGLU-backward epilogue is the longest, is the one form that gains from the
     // ping-pong arrangement (docs/gemm.md); the other forms lose 2-12% in it.
-    g.dgrad_down_arrangement = config_.gemm_epilogue_warps ? gemm::Arrangement::kEpilogueWarps
-                               : config_.gemm_pingpong     ? gemm::Arrangement::kPingPong
-                                                           : gemm::Arrangement::kCooperative;
+    const bool dgrad_down_split = config_.gemm_epilogue_warps && dims_.hidden >= gemm::kDgradDownEpilogueWarpsMinHidden;
+    g.dgrad_down_arrangement = dgrad_down_split        ? gemm::Arrangement::kEpilogueWarps
+                               : config_.gemm_pingpong ? gemm::Arrangement::kPingPong
+                                                       : gemm::Arrangement::kCooperative;
     g.routed.groups = {s.gate_rows + ScratchLayout::kGateRoutedRows, c.plan.tile_expert,
                        c.plan.segment_begin + first_expert, s.gate_segment_rows};
     g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);
