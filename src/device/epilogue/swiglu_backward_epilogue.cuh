@@ -230,10 +230,11 @@ __device__ __forceinline__ void stage_swiglu_backward(uint8_t* buffer, const flo
 // The kThreads epilogue threads run the SwiGLU backward of rows [64 row_half, 64 row_half + 64) of the tile from
 // the hand-off buffer, while the consumer runs its next K loop. A warp takes a row at a time, lane i its column
 // group i (BLOCK_N / 8 = 32 groups: the row's 256 columns), so that g, u, dg and du move as whole 512-byte runs of
-// the row, 16 bytes per lane, and dh' as one 16-byte shared-memory read per lane: the memory instructions of the
-// accumulator's layout, 4 bytes per lane spread over eight rows, took the L1 eight times the wavefronts and left
-// this arrangement slower than ping-pong (docs/gemm.md). Each pair's router partial is then a butterfly over the
-// lanes of each block and a sum of the blocks' sums.
+// the row, 16 bytes per lane, and dh' as one 16-byte shared-memory read per lane; the accumulator's layout (4 bytes
+// per lane, spread over eight rows) was 5-8% slower (docs/gemm.md). Each pair's router partial is then a butterfly
+// over the lanes of each block and a sum of the blocks' sums. The arithmetic bounds this loop: the three warps need
+// about 95 K blocks' worth of tensor time per tile, which is why the layer runs dgrad_down here only where H >= 6144
+// (gemm::kDgradDownEpilogueWarpsMinHidden).
 template <int kThreads>
 __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
                                                       const uint8_t* buffer, int row_half, int thread) {
