@@ -211,8 +211,8 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.launch.rank = rank_of(local);
     g.launch.timeout_ns = timeout_ns();
     g.launch.wave_counter = s.wave_counters + ScratchLayout::kMainWaveCounter;
-    // gate/up's, down's, dgrad_down's, dgrad_gate_up's and the fresh weight gradients' epilogues run in the producer
-    // warpgroup's spare warps, beside the next K loop (docs/gemm.md).
+    // gate/up's, down's, dgrad_gate_up's and the fresh weight gradients' epilogues run in the producer warpgroup's
+    // spare warps, beside the next K loop (docs/gemm.md).
     g.split_epilogue_arrangement =
         config_.gemm_epilogue_warps ? gemm::Arrangement::kEpilogueWarps : gemm::Arrangement::kCooperative;
     // dgrad_down's too where its K loop is long enough to hide them (gemm::kDgradDownEpilogueWarpsMinHidden).
