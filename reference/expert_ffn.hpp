@@ -101,7 +101,8 @@ void down_row(const ExpertWeights<typename A::Value>& w, int64_t row, RowActivat
 // (docs/semantics.md, section 6): per tile of 256 columns, each column pair p of a group of eight (columns
 // a = 8 i + 2 p and a + 1) gives the leaf madd(dh'_{a+1}, h_{a+1}, madd(dh'_a, h_a, 0)); a block of four groups
 // adds a pair's leaves as (0 + 1) + (2 + 3); the tile's eight blocks add in order; its four pairs as (0 + 1) + (2 + 3);
-// the tiles' sums add in order from 0. Columns past `width` count as zeros, as they do on the GPU.
+// the tiles' sums add in order from 0. A pair past `width` (a multiple of 8, so a pair is all in or all out) is a
+// leaf of +0, as on the GPU, whose zero-filled columns give fma(0, 0, fma(0, 0, 0)).
 template <typename A>
 typename A::Value router_weight_dot(const typename A::Value* dh, const typename A::Value* h, int64_t width) {
     using V = typename A::Value;
@@ -110,7 +111,6 @@ typename A::Value router_weight_dot(const typename A::Value* dh, const typename 
     constexpr int kPairs = 4;
     constexpr int kBlockGroups = 4;
     constexpr int64_t kBlocks = kTileCols / (kGroupCols * kBlockGroups);
-    auto product = [&](int64_t col, V acc) { return col < width ? A::madd(dh[col], h[col], acc) : A::add(acc, 0); };
     V total = 0;
     for (int64_t tile = 0; tile * kTileCols < width; ++tile) {
         V pair_sum[kPairs];
@@ -119,7 +119,7 @@ typename A::Value router_weight_dot(const typename A::Value* dh, const typename 
                 V leaf[kBlockGroups];
                 for (int i = 0; i < kBlockGroups; ++i) {
                     const int64_t a = tile * kTileCols + (block * kBlockGroups + i) * kGroupCols + 2 * p;
-                    leaf[i] = product(a + 1, product(a, 0));
+                    leaf[i] = a < width ? A::madd(dh[a + 1], h[a + 1], A::madd(dh[a], h[a], V{0})) : V{0};
                 }
                 const V sum = A::add(A::add(leaf[0], leaf[1]), A::add(leaf[2], leaf[3]));
                 pair_sum[p] = block == 0 ? sum : A::add(pair_sum[p], sum);

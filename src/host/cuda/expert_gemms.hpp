@@ -27,7 +27,8 @@ struct RankGemms {
     StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
     gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
     gemm::SourceTargets to_sources;            // routed_down's rows straight to the combine rows, or none
-    // The dgrad_down launches' arrangement (Config::gemm_epilogue_warps, then Config::gemm_pingpong).
+    // The dgrad_down launches' arrangement: the epilogue warps under Config::gemm_epilogue_warps where
+    // H >= gemm::kDgradDownEpilogueWarpsMinHidden, otherwise as Config::gemm_pingpong says.
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
 
     // The arrangement of the other forms whose epilogue splits -- gate/up, down, dgrad_gate_up and the weight
