@@ -42,7 +42,8 @@ struct PushParams {
     const float* weight_grads;          // [out_ring_rows] or nullptr: d router weight of owner row r (backward)
     const layout::TransportControl* control;
     device::WaitContext ctx;
-    uint32_t* tile_parts;  // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
+    uint32_t* tile_parts;   // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
+    uint64_t* tile_claims;  // [kClaimWordsPerRole] the claim words of the push teams (TileQueue)
 };
 
 template <typename Peers>
@@ -58,6 +59,9 @@ class PushPolicy {
           share_(share),
           sequence_(layout::pass_sequence(p.control->step, p.pass)),
           row_bytes_(p.window.shape.row_bytes()) {}
+
+    // The number this pass's flags carry; it also tags the pass's tile claims.
+    __device__ uint64_t sequence() const { return sequence_; }
 
     __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
         load_plan_tile_rows(p_.row_source, tile, rows, lane);
@@ -138,13 +142,15 @@ class PushPolicy {
     const int64_t row_bytes_;
 };
 
-// Pushes `tiles` of this rank's output rows (the rows of `share`) to their sources; every thread of `team` calls it.
+// Pushes the tiles of this rank's output rows that the team claims (the rows of its share) to their sources; every
+// thread of `team` calls it.
 template <typename Peers>
 __device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowCopyStorage& storage, const CopyTeam& team,
-                                           const TileRange& tiles, RowShare share = RowShare::kAll) {
+                                           const TeamShare& share) {
     const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
-    PushPolicy<Peers> policy(p, share);
-    return run_row_copy(storage, team, geometry, policy, tiles);
+    PushPolicy<Peers> policy(p, share.share);
+    const TileQueue queue = team_queue(p.tile_claims, policy.sequence(), push_num_tiles(p), share);
+    return run_row_copy(storage, team, geometry, policy, queue);
 }
 
 }  // namespace mok::comm

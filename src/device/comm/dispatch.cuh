@@ -44,7 +44,8 @@ struct DispatchParams {
     const uint64_t* ring_free;          // [capacity_rows / 128] written by the consumer
     const layout::TransportControl* control;
     device::WaitContext ctx;
-    uint32_t* tile_parts;  // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
+    uint32_t* tile_parts;   // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
+    uint64_t* tile_claims;  // [kClaimWordsPerRole] the claim words of this ring's dispatch teams (TileQueue)
 };
 
 // Tiles of this rank's row space: the plan's padded rows over 128 (read from device memory, so the grid can be
@@ -64,6 +65,9 @@ class DispatchPolicy {
           sequence_(layout::pass_sequence(step_, p.pass)),
           row_bytes_(p.window.shape.row_bytes()),
           ring_tiles_(p.ring_rows_count / kTileRows) {}
+
+    // The number this pass's flags carry; it also tags the pass's tile claims.
+    __device__ uint64_t sequence() const { return sequence_; }
 
     __device__ void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane) const {
         load_plan_tile_rows(p_.row_source, tile, rows, lane);
@@ -172,15 +176,16 @@ class DispatchPolicy {
     uint64_t sources_seen_ = 0;  // lane 0's record of the sources whose announcement it already observed
 };
 
-// Dispatches `tiles` of this rank's row space (the rows of `share`); every thread of `team` calls it. The megakernel's
-// communication warps call this with their share of the tiles; dispatch_kernel (row_kernels.cu) is the standalone form.
+// Dispatches the tiles of this rank's row space that the team claims (the rows of its share); every thread of
+// `team` calls it. The megakernel's communication warps call this as teams of their share; dispatch_kernel
+// (row_kernels.cu) is the standalone form.
 template <typename Peers>
 __device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, RowCopyStorage& storage,
-                                               const CopyTeam& team, const TileRange& tiles,
-                                               RowShare share = RowShare::kAll) {
+                                               const CopyTeam& team, const TeamShare& share) {
     const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
-    DispatchPolicy<Peers> policy(p, share);
-    return run_row_copy(storage, team, geometry, policy, tiles);
+    DispatchPolicy<Peers> policy(p, share.share);
+    const TileQueue queue = team_queue(p.tile_claims, policy.sequence(), dispatch_num_tiles(p), share);
+    return run_row_copy(storage, team, geometry, policy, queue);
 }
 
 }  // namespace mok::comm

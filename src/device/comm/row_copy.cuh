@@ -6,18 +6,22 @@
 // whatever its depth; a plain SM copy kernel with every thread keeping a few 16-byte loads in flight fills the
 // link from 12-16 SMs (docs/transport.md, "Tuning").
 //
-// Roles. The team's first warp is its control warp: it loads each tile's row metadata, passes the tile's gates
-// (the rows' producers are done, the destination is free), lists the data rows' addresses in one of kRowCopyBuffers
-// shared buffers, and, once the tile is copied, finishes (publishes) it. The other warps copy: tile after tile, each
-// thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. kRowCopyBuffers buffers let the
-// control warp list the next tiles and publish earlier ones while a tile is copied, and a copy warp that is done
-// with its part of a tile moves on to the next one without waiting for the others. Named barriers carry the hand-offs:
-//   ready[b]  control warp arrives once buffer b is listed; copy warps wait on it, then copy
+// Roles. The team's first warp is its control warp: it claims the team's next tile (TileQueue), loads its row
+// metadata, passes the tile's gates (the rows' producers are done, the destination is free), lists the data rows'
+// addresses in one of kRowCopyBuffers shared buffers, and, once the tile is copied, finishes (publishes) it. The other
+// warps copy: tile after tile, each thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. The
+// control warp lists the next tile and publishes the previous one while a tile is copied, and a copy warp that is
+// done with its part of a tile moves on to the next one without waiting for the others. Named barriers carry the
+// hand-offs:
+//   ready[b]  control warp arrives once buffer b is listed (or says that no tile is left); copy warps wait on it
 //   done[b]   copy warps arrive once their part of buffer b's tile is stored; the control warp waits on it,
 //             then publishes the tile and may list buffer b again
+// Tiles are claimed, not dealt: the teams of a share take the rank's tiles one at a time from a counter, in
+// increasing order (TileQueue), so that a team that drew cheap tiles (rows that stay on the GPU) takes more of them.
 // Progress. The control warp first polls a tile's gates; only when one is closed does it block, and before it
-// blocks it publishes every tile in flight. So no tile waits for a later tile: the progress argument of
-// docs/transport.md ("Token ring") holds for rings of a single tile.
+// blocks it publishes every tile in flight. Claims come in increasing order, so the smallest unfinished tile has
+// been claimed by a team that waits for nothing later: the progress argument of docs/transport.md ("Token ring")
+// holds for rings of a single tile.
 //
 // Memory order. An open gate has issued its acquire fence (signals.cuh); ready[b] orders the copies after it.
 // done[b] orders every copy thread's loads and stores before the control warp's finish, whose release fence
@@ -41,6 +45,7 @@
 
 #include "device/comm/copy_geometry.hpp"
 #include "device/common/warp.cuh"
+#include "device/layout/transport_layout.hpp"
 #include "device/ptx/atomics.cuh"
 #include "device/ptx/warpgroup.cuh"
 #include "plan/routing_plan.hpp"
@@ -68,21 +73,53 @@ struct CopyTeam {
     __device__ __forceinline__ uint32_t num_copy_threads() const { return num_threads - kWarpSize; }
 };
 
-// Address-list buffers, and the named barriers they take: ready and done per buffer. Publishing a tile costs the
-// control warp a release fence, which waits for the SM's stores in flight -- under a full copy stream, microseconds.
-// With four buffers the control warp publishes tile i - 4 while the copy warps still have tiles i - 3 .. i - 1
-// listed, so the fence overlaps their copies instead of delaying the next list.
-inline constexpr uint32_t kRowCopyBuffers = 4;
+// Address-list buffers, and the named barriers they take: ready and done per buffer. Two let the control warp
+// list tile i + 1 and publish tile i - 1 while the copy warps copy tile i; publishing costs the control warp a
+// release fence, which waits for the SM's stores in flight (microseconds under a full copy stream), and a tile's
+// copy (tens of microseconds) covers it. Four measured the same (docs/transport.md, "Measurements"), and every
+// buffer is a tile claimed ahead: a team that holds claimed tiles when the queue runs dry finishes after the
+// others, so the fewest buffers that cover the fence balance the teams best.
+inline constexpr uint32_t kRowCopyBuffers = 2;
 inline constexpr uint32_t kRowCopyBarriers = 2 * kRowCopyBuffers;
 
-// The tiles of one call: begin, begin + stride, ... below end (a block's share of a rank's tiles).
-struct TileRange {
-    int64_t begin = 0;
-    int64_t end = 0;
-    int64_t stride = 1;
+// The tiles of one pass, claimed one at a time by the teams of a share (every block of a standalone kernel, or the
+// communication warps of several blocks).
+//
+// Why claims: a tile costs a team by its rows that cross NVLink, and with each team's tiles fixed (t, t + n, ...)
+// the busiest of 16 teams carried 1.1-1.25x the mean rows, and 1.3-1.7x the mean remote rows, at DeepSeek-V3's
+// shapes under uniform routing (an expert's rows are ordered by source rank, so whole tiles are remote or local),
+// and a pass lasts as long as its busiest team. A claim decides only which team copies a tile, never a byte.
+//
+// The claim word (LocalLayout::tile_claims, one per copy role and share): the pass's tag in the high 32 bits, the
+// claims made in the low 32. A word with another tag -- another pass's, or one whose run failed before every team
+// had claimed past the end -- counts as no claims, so no kernel has to clear it. Each team claims exactly once past
+// the last tile; the one that makes the pass's last claim clears the word, so that the same pass may run again in
+// the same step (a benchmark repeats one).
+struct TileQueue {
+    uint64_t* word;     // the claim word
+    uint64_t tag;       // the pass's sequence (layout::pass_sequence), taken modulo 2^32
+    int64_t num_tiles;  // tiles of the rank's row space
+    int64_t num_teams;  // teams that claim from this word in this launch
 
-    __device__ __forceinline__ int64_t count() const { return begin >= end ? 0 : (end - begin + stride - 1) / stride; }
-    __device__ __forceinline__ int64_t tile(int64_t idx) const { return begin + idx * stride; }
+    // Lane 0 of a control warp: the team's next tile; num_tiles or more when none is left. Relaxed: a claim only
+    // picks a tile; the tile's gates order its data.
+    __device__ __forceinline__ int64_t claim() const {
+        constexpr uint32_t kCountBits = 32;
+        constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
+        const uint64_t tag_bits = (tag & kCountMask) << kCountBits;
+        uint64_t seen = ptx::ld_relaxed_gpu(word);
+        for (;;) {
+            const uint64_t count = (seen & ~kCountMask) == tag_bits ? seen & kCountMask : 0;
+            const uint64_t previous = ptx::atom_cas_relaxed_gpu(word, seen, tag_bits | (count + 1));
+            if (previous == seen) {
+                if (static_cast<int64_t>(count) + 1 == num_tiles + num_teams) {
+                    ptx::st_relaxed_gpu(word, 0);
+                }
+                return static_cast<int64_t>(count);
+            }
+            seen = previous;
+        }
+    }
 };
 
 // The row-space tiles of this rank's plan: its padded rows over 128 (read from device memory, so that grids can
@@ -118,8 +155,8 @@ enum class RowShare : uint8_t {
 // and its place among the blocks of that share. With no local blocks, the remote blocks copy every row.
 struct TeamShare {
     RowShare share;
-    int32_t team_idx;
-    int32_t num_teams;
+    int32_t team_idx;   // in [0, num_teams)
+    int32_t num_teams;  // teams of this share in the launch: they claim tiles from one word (TileQueue)
 };
 
 __device__ __forceinline__ TeamShare team_share(int32_t block_idx, int32_t remote_blocks, int32_t local_blocks) {
@@ -130,6 +167,13 @@ __device__ __forceinline__ TeamShare team_share(int32_t block_idx, int32_t remot
         return {RowShare::kRemote, block_idx, remote_blocks};
     }
     return {RowShare::kLocal, block_idx - remote_blocks, local_blocks};
+}
+
+// The queue of a team of `t`: its share's claim word among a copy role's kClaimWordsPerRole words.
+__device__ __forceinline__ TileQueue team_queue(uint64_t* role_words, uint64_t tag, int64_t num_tiles,
+                                                const TeamShare& t) {
+    const int32_t word = t.share == RowShare::kLocal ? 1 : 0;
+    return TileQueue{role_words + word, tag, num_tiles, t.num_teams};
 }
 
 __device__ __forceinline__ bool share_takes(RowShare share, bool row_is_local) {
@@ -149,32 +193,35 @@ __device__ __forceinline__ bool join_split_tile(uint32_t* parts, int64_t tile) {
     return true;
 }
 
+// What a listed buffer tells the copy warps.
+enum class BufferState : uint32_t {
+    kListed = 0,      // copy the listed rows
+    kNoTileLeft = 1,  // the queue ran dry: the run is over
+    kGateGaveUp = 2,  // a gate's bounded wait gave up (the error is recorded): the run ends
+};
+
 // One tile's address lists, written by the control warp, read by the copy warps.
 struct RowCopyBuffer {
     plan::RowSource tile_rows[kTileRows];  // (kTileRows) the tile's row metadata, padding included
     const uint4* src[kTileRows];           // (kTileRows) the data rows' sources, densely listed
     uint4* dst[kTileRows];                 // (kTileRows) their destinations
+    int64_t tile;                          // the claimed tile (control warp: which one to finish)
     uint32_t num_rows;                     // data rows listed
-    uint32_t gates_open;                   // 0 when a gate gave up: the run ends
+    BufferState state;
 };
 
 struct RowCopyStorage {
-    RowCopyBuffer buffers[kRowCopyBuffers];  // tile i uses buffers[i % kRowCopyBuffers]
+    RowCopyBuffer buffers[kRowCopyBuffers];  // the team's i-th tile uses buffers[i % kRowCopyBuffers]
 };
 
 template <typename Policy>
 class RowCopyRun {
   public:
     __device__ RowCopyRun(RowCopyStorage& storage, const CopyTeam& team, const CopyGeometry& geometry, Policy& policy,
-                          const TileRange& tiles)
-        : storage_(storage),
-          team_(team),
-          geometry_(geometry),
-          policy_(policy),
-          tiles_(tiles),
-          num_tiles_(tiles.count()) {}
+                          const TileQueue& queue)
+        : storage_(storage), team_(team), geometry_(geometry), policy_(policy), queue_(queue) {}
 
-    // Copies and finishes every tile; true when all were. Every thread of the team calls it.
+    // Copies and finishes every tile the team claims; true when all were. Every thread of the team calls it.
     __device__ bool execute() { return team_.in_control_warp() ? control() : copy(); }
 
   private:
@@ -184,14 +231,22 @@ class RowCopyRun {
     __device__ uint32_t done_barrier(int64_t idx) const { return ready_barrier(idx) + kRowCopyBuffers; }
     __device__ RowCopyBuffer& buffer_of(int64_t idx) { return storage_.buffers[idx % kRowCopyBuffers]; }
 
-    // The control warp: list, hand over, publish, in tile order.
+    // The control warp: claim, list, hand over, publish, in the order of its claims. idx counts the team's tiles.
     __device__ bool control() {
-        for (int64_t idx = 0; idx < num_tiles_; ++idx) {
+        const uint32_t lane = team_.lane();
+        for (int64_t idx = 0;; ++idx) {
             // The buffer's previous tile must be copied and published before the buffer is listed again.
             finish_through(idx - static_cast<int64_t>(kRowCopyBuffers));
             RowCopyBuffer& buf = buffer_of(idx);
-            const int64_t tile = tiles_.tile(idx);
-            const uint32_t lane = team_.lane();
+            const int64_t tile = claim_tile();
+            if (tile >= queue_.num_tiles) {
+                if (lane == 0) {
+                    buf.state = BufferState::kNoTileLeft;
+                }
+                ptx::named_barrier_arrive(ready_barrier(idx), team_.num_threads);
+                finish_through(idx - 1);
+                return true;
+            }
             policy_.load_tile_rows(tile, buf.tile_rows, lane);
             __syncwarp();
             bool open = policy_.load_gate_open(tile, buf.tile_rows, lane) && policy_.store_gate_open(tile, lane);
@@ -206,15 +261,21 @@ class RowCopyRun {
                 return false;
             }
         }
-        finish_through(num_tiles_ - 1);
-        return true;
     }
 
-    // Publishes, in order, every tile up to `last_idx` not yet published, each once its copies are done.
+    // Lane 0 claims; the whole warp gets the tile.
+    __device__ int64_t claim_tile() const {
+        const int64_t tile = team_.lane() == 0 ? queue_.claim() : 0;
+        return __shfl_sync(kFullWarpMask, tile, 0);
+    }
+
+    // Publishes, in order, every tile of the team up to its `last_idx`-th not yet published, each once its copies
+    // are done.
     __device__ void finish_through(int64_t last_idx) {
         for (; finished_ <= last_idx; ++finished_) {
             ptx::named_barrier_sync(done_barrier(finished_), team_.num_threads);
-            policy_.finish_tile(tiles_.tile(finished_), buffer_of(finished_).tile_rows, team_.lane());
+            const RowCopyBuffer& buf = buffer_of(finished_);
+            policy_.finish_tile(buf.tile, buf.tile_rows, team_.lane());
         }
     }
 
@@ -236,24 +297,24 @@ class RowCopyRun {
             listed += __popc(ballot);
         }
         if (lane == 0) {
+            buf.tile = tile;
             buf.num_rows = listed;
-            buf.gates_open = open ? 1 : 0;
+            buf.state = open ? BufferState::kListed : BufferState::kGateGaveUp;
         }
         __syncwarp();
     }
 
     // A copy warp: every tile's chunks, handing each tile back as soon as its own part is stored.
     __device__ bool copy() {
-        for (int64_t idx = 0; idx < num_tiles_; ++idx) {
+        for (int64_t idx = 0;; ++idx) {
             ptx::named_barrier_sync(ready_barrier(idx), team_.num_threads);
             const RowCopyBuffer& buf = buffer_of(idx);
-            if (buf.gates_open == 0) {
-                return false;
+            if (buf.state != BufferState::kListed) {
+                return buf.state == BufferState::kNoTileLeft;
             }
             copy_chunks(buf);
             ptx::named_barrier_arrive(done_barrier(idx), team_.num_threads);
         }
-        return true;
     }
 
     // This thread's chunks of the tile: copy_thread_idx, + n, ..., kChunksInFlight loads at a time. Two cursors
@@ -288,16 +349,16 @@ class RowCopyRun {
     const CopyTeam& team_;
     const CopyGeometry geometry_;
     Policy& policy_;
-    const TileRange tiles_;
-    const int64_t num_tiles_;
-    int64_t finished_ = 0;  // control warp: tiles published so far
+    const TileQueue queue_;
+    int64_t finished_ = 0;  // control warp: the team's tiles published so far
 };
 
-// Runs the copy over `tiles` with `policy`; every thread of `team` calls it. True on success.
+// Runs the copy over the tiles the team claims from `queue` with `policy`; every thread of `team` calls it. True on
+// success.
 template <typename Policy>
 __device__ __forceinline__ bool run_row_copy(RowCopyStorage& storage, const CopyTeam& team,
-                                             const CopyGeometry& geometry, Policy& policy, const TileRange& tiles) {
-    RowCopyRun<Policy> run(storage, team, geometry, policy, tiles);
+                                             const CopyGeometry& geometry, Policy& policy, const TileQueue& queue) {
+    RowCopyRun<Policy> run(storage, team, geometry, policy, queue);
     return run.execute();
 }
 

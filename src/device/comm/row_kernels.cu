@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kRowCopyThreads)
     }
     // The rank's first remote_blocks blocks take the rows that cross NVLink, the others the rows that stay.
     const TeamShare t = team_share(slice.block_idx, remote_blocks, slice.num_blocks - remote_blocks);
-    dispatch_tiles(p, storage, block_team(), TileRange{t.team_idx, dispatch_num_tiles(p), t.num_teams}, t.share);
+    dispatch_tiles(p, storage, block_team(), t);
 }
 
 template <typename Peers>
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kRowCopyThreads)
         return;
     }
     const TeamShare t = team_share(slice.block_idx, remote_blocks, slice.num_blocks - remote_blocks);
-    push_tiles(p, storage, block_team(), TileRange{t.team_idx, push_num_tiles(p), t.num_teams}, t.share);
+    push_tiles(p, storage, block_team(), t);
 }
 
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ RankSet<CombineParams> set) {

@@ -43,7 +43,8 @@ DispatchParams<Peers> dispatch_params(const LaunchGroup<Peers>& group, int32_t s
                                  r.local.ring_free[ring_idx],
                                  r.local.control,
                                  wait_context(group, slot),
-                                 r.local.ring_parts[ring_idx]};
+                                 r.local.ring_parts[ring_idx],
+                                 r.local.ring_claims[ring_idx]};
 }
 
 template <typename Peers>
@@ -62,7 +63,8 @@ PushParams<Peers> push_params(const LaunchGroup<Peers>& group, int32_t slot, lay
                              source.weight_grads,
                              r.local.control,
                              wait_context(group, slot),
-                             r.local.push_parts};
+                             r.local.push_parts,
+                             r.local.push_claims};
 }
 
 template <typename Peers>

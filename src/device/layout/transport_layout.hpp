@@ -183,6 +183,9 @@ enum class RingId : int32_t {
     kGrads = 1,   // dy rows: backward dispatch
 };
 inline constexpr int32_t kNumRings = 2;
+// Claim words per copy role: [0] for the teams that copy every row or the rows that cross NVLink, [1] for the teams
+// that copy the rows that stay on the GPU (comm::RowShare).
+inline constexpr int32_t kClaimWordsPerRole = 2;
 
 // The routing plan's tables (plan::PlanTables) as consecutive regions of one allocation: the transport's local
 // block and the layer's context (host/cuda/layer_layout.hpp) each hold a plan this way. Writer: the planner of the
@@ -252,6 +255,9 @@ struct LocalLayout {
     // copied by different teams (device/comm/row_copy.cuh, RowShare); the last one publishes and resets it.
     Region ring_parts[kNumRings];  // [capacity_rows / 128] u32, dispatch into each ring
     Region push_parts;             // [capacity_rows / 128] u32, push of the owner's output rows
+    // Per copy role, the claim words its teams take tiles from (device/comm/row_copy.cuh, TileQueue).
+    Region ring_claims[kNumRings];  // [kClaimWordsPerRole] u64, dispatch into each ring
+    Region push_claims;             // [kClaimWordsPerRole] u64, push of the owner's output rows
     // Each rank's combine rows, then each rank's combine flags, as this rank addresses them (peer pointers), for a
     // GEMM that stores rows straight into them (gemm::SourceTargets); written by enqueue_combine_targets.
     Region combine_targets;  // [2][R] pointers
@@ -273,8 +279,10 @@ struct LocalLayout {
             l.ring_ready[ring] = a.take(n.tiles * sizeof(uint64_t));
             l.ring_free[ring] = a.take(n.tiles * sizeof(uint64_t));
             l.ring_parts[ring] = a.take(n.tiles * sizeof(uint32_t));
+            l.ring_claims[ring] = a.take(kClaimWordsPerRole * sizeof(uint64_t));
         }
         l.push_parts = a.take(n.tiles * sizeof(uint32_t));
+        l.push_claims = a.take(kClaimWordsPerRole * sizeof(uint64_t));
         l.combine_targets = a.take(2 * static_cast<uint64_t>(p.ep_size) * sizeof(void*));
         l.control = a.take(sizeof(TransportControl));
         l.status = a.take(sizeof(DeviceStatus));
@@ -291,6 +299,8 @@ struct LocalBuffers {
     uint64_t* ring_free[kNumRings];
     uint32_t* ring_parts[kNumRings];
     uint32_t* push_parts;
+    uint64_t* ring_claims[kNumRings];
+    uint64_t* push_claims;
     uint16_t** combine_rank_rows;   // [R] bf16 bits
     uint64_t** combine_rank_flags;  // [R]
     TransportControl* control;
@@ -305,8 +315,10 @@ struct LocalBuffers {
             out.ring_ready[ring] = reinterpret_cast<uint64_t*>(b + l.ring_ready[ring].offset);
             out.ring_free[ring] = reinterpret_cast<uint64_t*>(b + l.ring_free[ring].offset);
             out.ring_parts[ring] = reinterpret_cast<uint32_t*>(b + l.ring_parts[ring].offset);
+            out.ring_claims[ring] = reinterpret_cast<uint64_t*>(b + l.ring_claims[ring].offset);
         }
         out.push_parts = reinterpret_cast<uint32_t*>(b + l.push_parts.offset);
+        out.push_claims = reinterpret_cast<uint64_t*>(b + l.push_claims.offset);
         out.combine_rank_rows = reinterpret_cast<uint16_t**>(b + l.combine_targets.offset);
         out.combine_rank_flags =
             reinterpret_cast<uint64_t**>(b + l.combine_targets.offset + l.plan.ep_size * sizeof(void*));

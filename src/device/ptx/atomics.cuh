@@ -83,6 +83,17 @@ __device__ __forceinline__ uint32_t atom_add_relaxed_gpu(uint32_t* ptr, uint32_t
     return previous;
 }
 
+// Compare-and-swap, relaxed at GPU scope: stores `desired` if the word holds `expected`; returns what it held. For
+// words that only hand out work (comm::TileQueue's claims) and guard no data.
+__device__ __forceinline__ uint64_t atom_cas_relaxed_gpu(uint64_t* ptr, uint64_t expected, uint64_t desired) {
+    uint64_t previous;
+    asm volatile("atom.relaxed.gpu.global.cas.b64 %0, [%1], %2, %3;"
+                 : "=l"(previous)
+                 : "l"(ptr), "l"(expected), "l"(desired)
+                 : "memory");
+    return previous;
+}
+
 // Relaxed 32-bit read at GPU scope: the poll of such a counter.
 __device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* ptr) {
     uint32_t value;

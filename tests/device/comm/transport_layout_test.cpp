@@ -33,6 +33,7 @@ std::vector<Region> local_regions(const LocalLayout& l) {
     const auto plan_tables = l.plan_tables.all();
     std::vector<Region> regions(plan_tables.begin(), plan_tables.end());
     regions.push_back(l.push_parts);
+    regions.push_back(l.push_claims);
     regions.push_back(l.combine_targets);
     regions.push_back(l.control);
     regions.push_back(l.status);
@@ -41,6 +42,7 @@ std::vector<Region> local_regions(const LocalLayout& l) {
         regions.push_back(l.ring_ready[ring]);
         regions.push_back(l.ring_free[ring]);
         regions.push_back(l.ring_parts[ring]);
+        regions.push_back(l.ring_claims[ring]);
     }
     return regions;
 }
@@ -141,6 +143,9 @@ TEST(TransportLayout, LocalRegionsAreDisjointAlignedAndInside) {
         ASSERT_EQ(reinterpret_cast<char*>(b.plan.row_source), base + l.plan_tables.row_source.offset);
         ASSERT_EQ(reinterpret_cast<char*>(b.plan.status), base + l.plan_tables.status.offset);
         ASSERT_EQ(reinterpret_cast<char*>(b.ring_free[1]), base + l.ring_free[1].offset);
+        ASSERT_EQ(reinterpret_cast<char*>(b.ring_claims[1]), base + l.ring_claims[1].offset);
+        ASSERT_EQ(reinterpret_cast<char*>(b.push_claims), base + l.push_claims.offset);
+        ASSERT_EQ(l.push_claims.bytes, kClaimWordsPerRole * sizeof(uint64_t));
         ASSERT_EQ(reinterpret_cast<char*>(b.status), base + l.status.offset);
         // The combine-target table: every rank's rows, then every rank's flags, R pointers each, inside its region.
         ASSERT_EQ(l.combine_targets.bytes, 2 * static_cast<uint64_t>(p.ep_size) * sizeof(void*));

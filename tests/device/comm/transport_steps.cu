@@ -54,13 +54,12 @@ __global__ void __launch_bounds__(kConsumerThreads)
     const CopyTeam team{threadIdx.x, blockDim.x, kCopyFirstBarrier};
     if (block < dispatch_span) {
         const TeamShare r = team_share(block, p.dispatch_blocks, p.local_blocks);
-        dispatch_tiles(p.dispatch, storage, team, TileRange{r.team_idx, dispatch_num_tiles(p.dispatch), r.num_teams},
-                       r.share);
+        dispatch_tiles(p.dispatch, storage, team, r);
     } else if (block < push_begin) {
         consume_tiles(p.consumer, block - dispatch_span, p.consumer_blocks);
     } else {
         const TeamShare r = team_share(block - push_begin, p.push_blocks, p.local_blocks);
-        push_tiles(p.push, storage, team, TileRange{r.team_idx, push_num_tiles(p.push), r.num_teams}, r.share);
+        push_tiles(p.push, storage, team, r);
     }
 }
 

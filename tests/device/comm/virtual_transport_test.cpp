@@ -1,6 +1,6 @@
 // The transport on virtual ranks (R ranks sharing one GPU): plans, dispatched rows and combined outputs bit for
 // bit equal to the CPU's, for EP 1, 2, 4 and 8, skewed and empty routing, rings that take several laps, rows of
-// every copy geometry, repeated runs and CUDA-graph replay.
+// every copy geometry, repeated runs (of steps, and of a pass within its step) and CUDA-graph replay.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -220,6 +220,54 @@ TEST(VirtualTransport, RepeatedStepsGiveIdenticalBits) {
         const Status status = run_step(h, options, true, stream.get());
         ASSERT_TRUE(status.is_ok()) << status.to_string();
         expect_forward_matches(h, false);
+        expect_backward_matches(h);
+    }
+}
+
+// Fills every claim word of every rank (row_copy.cuh, TileQueue) with claims under a tag no pass of the test has.
+void leave_stale_claims(const LaunchGroup<VirtualPeers>& group) {
+    constexpr uint64_t kStaleTag = 0xabcd;
+    constexpr uint64_t kStaleClaims = 3;
+    const std::vector<uint64_t> stale(layout::kClaimWordsPerRole, (kStaleTag << 32) | kStaleClaims);
+    const size_t bytes = stale.size() * sizeof(uint64_t);
+    for (int32_t slot = 0; slot < group.num_ranks; ++slot) {
+        const layout::LocalBuffers& local = group.ranks[slot].local;
+        for (uint64_t* words : {local.ring_claims[0], local.ring_claims[1], local.push_claims}) {
+            check_cuda(cudaMemcpy(words, stale.data(), bytes, cudaMemcpyHostToDevice), "stale claims");
+        }
+    }
+}
+
+// The copy teams claim tiles from a word per copy role. A pass run again within its step (a benchmark repeats
+// one) copies every row again: the pass's last claim clears the word. A word left with claims of another pass (as
+// a failed run leaves it) counts as none. With and without teams for the local rows, whose claims have a word of
+// their own.
+TEST(VirtualTransport, RepeatedPassesAndStaleClaimsCopyEveryRow) {
+    MOK_REQUIRE_GPU();
+    TransportCase c = base_case(2, 800);
+    c.num_shared = 1;
+    const VirtualHarness h(make_problem(c), kTestTimeoutMs, 0);
+    const Stream stream;
+    const LaunchGroup<VirtualPeers> group = h.group();
+    const std::vector<RankDeviceData*> data = h.data();
+    StepOptions options;
+    options.dispatch_blocks = 3;
+    options.push_blocks = 3;
+    h.poison();
+    ASSERT_TRUE(enqueue_forward(group, data, options, stream.get()).is_ok());
+    const Status forward = read_device_status(status_records(group), stream.get());
+    ASSERT_TRUE(forward.is_ok()) << forward.to_string();
+    expect_forward_matches(h);
+    for (int run = 0; run < 4; ++run) {
+        SCOPED_TRACE("backward run " + std::to_string(run));
+        options.local_blocks = run % 2;
+        h.poison();
+        if (run == 3) {
+            leave_stale_claims(group);
+        }
+        ASSERT_TRUE(enqueue_backward(group, data, options, stream.get()).is_ok());
+        const Status backward = read_device_status(status_records(group), stream.get());
+        ASSERT_TRUE(backward.is_ok()) << backward.to_string();
         expect_backward_matches(h);
     }
 }
