@@ -9,7 +9,9 @@
 // The arithmetic is src/common/fp32_ops.hpp and src/common/bf16.hpp, the functions the CPU reference uses, so the
 // bits match it. One thread owns each (token, 8-element column group): one writer per output element.
 // Before reading a slot's row the block waits for its flag (combine_ready >= this pass's sequence; relaxed polls,
-// acquire fence at system scope, by the thread that polls; the block barrier then extends it to every thread).
+// acquire fence at system scope, by the thread that polls; the block barrier then extends it to every thread). A
+// slot processed on this rank may be read where it was produced (CombineParams::local_rows): its flag orders it
+// the same way (combine_push.cuh).
 #pragma once
 
 #include <cstdint>
@@ -39,10 +41,14 @@ struct CombineParams {
     const uint16_t* const* shared_rows;  // [num_shared] device pointers to [T, H] bf16 outputs (or dx rows) of
                                          // the shared experts, in shared-expert order
     int32_t num_shared;
-    int64_t shared_row_stride;  // elements between rows of each shared tensor
-    uint16_t* out;              // [T, H] bf16: y (forward) or dx (backward)
-    int64_t out_row_stride;     // elements
-    float* weight_grads_out;    // [T, k] backward: d router weights; unused in the forward
+    int64_t shared_row_stride;   // elements between rows of each shared tensor
+    uint16_t* out;               // [T, H] bf16: y (forward) or dx (backward)
+    int64_t out_row_stride;      // elements
+    float* weight_grads_out;     // [T, k] backward: d router weights; unused in the forward
+    const uint16_t* local_rows;  // [capacity_rows, H] bf16 or null: rows this rank processed and did not push
+                                 // to itself (PushSource::local_rows_stay)
+    const plan::SlotLocation* slot_location;  // [T, k] this rank's plan: where each slot was processed
+    int32_t rank;                             // this rank
     const layout::TransportControl* control;
     device::WaitContext ctx;
 };
@@ -69,6 +75,18 @@ __device__ __forceinline__ bool wait_combine_rows(const CombineParams& p, uint64
 // loading a batch first keeps kSlotBatch loads in flight instead of one latency per slot.
 inline constexpr int32_t kSlotBatch = 8;
 
+// Where a used slot's row is: its combine row, or, when it was processed on this rank and stayed there, its row in
+// the local output rows. The same bits either way: one is a copy of the other.
+__device__ __forceinline__ const char* slot_row(const CombineParams& p, int64_t slot) {
+    if (p.local_rows != nullptr) {
+        const plan::SlotLocation where = p.slot_location[slot];
+        if (where.rank == p.rank) {
+            return reinterpret_cast<const char*>(p.local_rows) + where.row * p.layout.shape.row_bytes();
+        }
+    }
+    return p.window + p.layout.combine_row(slot);
+}
+
 // Sums one token's 8-column group in the contract's order.
 __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t token, int64_t column) {
     const int32_t k = p.layout.shape.top_k;
@@ -92,8 +110,7 @@ __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t 
             const int64_t slot = token * k + first + b;
             used[b] = first + b < k && p.expert_ids[slot] != plan::kUnusedSlot;
             if (used[b]) {
-                rows[b] = *reinterpret_cast<const Bf16x8*>(p.window + p.layout.combine_row(slot) +
-                                                           column * layout::kRowElementBytes);
+                rows[b] = *reinterpret_cast<const Bf16x8*>(slot_row(p, slot) + column * layout::kRowElementBytes);
                 weights[b] = p.router_weights[slot];
             }
         }

@@ -64,7 +64,8 @@ PushParams<Peers> push_params(const LaunchGroup<Peers>& group, int32_t slot, lay
                              r.local.control,
                              wait_context(group, slot),
                              r.local.push_parts,
-                             r.local.push_claims};
+                             r.local.push_claims,
+                             source.local_rows_stay};
 }
 
 template <typename Peers>
@@ -82,6 +83,9 @@ CombineParams combine_params(const LaunchGroup<Peers>& group, int32_t slot, layo
                          target.out,
                          target.out_row_stride,
                          target.weight_grads_out,
+                         target.local_rows,
+                         r.local.plan.slot_location,
+                         r.peers.rank,
                          r.local.control,
                          wait_context(group, slot)};
 }
