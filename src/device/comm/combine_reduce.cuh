@@ -75,19 +75,20 @@ __device__ __forceinline__ bool wait_combine_rows(const CombineParams& p, uint64
 // loading a batch first keeps kSlotBatch loads in flight instead of one latency per slot.
 inline constexpr int32_t kSlotBatch = 8;
 
-// Where a used slot's row is: its combine row, or, when it was processed on this rank and stayed there, its row in
-// the local output rows. The same bits either way: one is a copy of the other.
-__device__ __forceinline__ const char* slot_row(const CombineParams& p, int64_t slot) {
-    if (p.local_rows != nullptr) {
-        const plan::SlotLocation where = p.slot_location[slot];
-        if (where.rank == p.rank) {
-            return reinterpret_cast<const char*>(p.local_rows) + where.row * p.layout.shape.row_bytes();
-        }
+// Where a used slot's row is: its combine row, or, with kLocalRows, when the plan's `where` names this rank, its row
+// in the local output rows. The same bits either way: one is a copy of the other.
+template <bool kLocalRows>
+__device__ __forceinline__ const char* slot_row(const CombineParams& p, int64_t slot, plan::SlotLocation where) {
+    if (kLocalRows && where.rank == p.rank) {
+        return reinterpret_cast<const char*>(p.local_rows) + where.row * p.layout.shape.row_bytes();
     }
     return p.window + p.layout.combine_row(slot);
 }
 
-// Sums one token's 8-column group in the contract's order.
+// Sums one token's 8-column group in the contract's order. kLocalRows: p.local_rows is set. A separate instance,
+// so that the plain combine keeps its batch of row loads in flight (with a run-time test between them, the compiler
+// issued them one latency at a time); with it, a batch's locations are loaded first, then its rows.
+template <bool kLocalRows>
 __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t token, int64_t column) {
     const int32_t k = p.layout.shape.top_k;
     const bool forward = p.pass == layout::TransportPass::kForward;
@@ -105,12 +106,19 @@ __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t 
         Bf16x8 rows[kSlotBatch];
         float weights[kSlotBatch];
         bool used[kSlotBatch];
+        plan::SlotLocation where[kSlotBatch];
 #pragma unroll
         for (int32_t b = 0; b < kSlotBatch; ++b) {
             const int64_t slot = token * k + first + b;
             used[b] = first + b < k && p.expert_ids[slot] != plan::kUnusedSlot;
+            where[b] = kLocalRows && used[b] ? p.slot_location[slot] : plan::SlotLocation{-1, -1};
+        }
+#pragma unroll
+        for (int32_t b = 0; b < kSlotBatch; ++b) {
+            const int64_t slot = token * k + first + b;
             if (used[b]) {
-                rows[b] = *reinterpret_cast<const Bf16x8*>(slot_row(p, slot) + column * layout::kRowElementBytes);
+                rows[b] = *reinterpret_cast<const Bf16x8*>(slot_row<kLocalRows>(p, slot, where[b]) +
+                                                           column * layout::kRowElementBytes);
                 weights[b] = p.router_weights[slot];
             }
         }
@@ -132,18 +140,29 @@ __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t 
     return out;
 }
 
+// The output of tokens [token_begin, token_end), one thread per (token, 8-column group).
+template <bool kLocalRows>
+__device__ __forceinline__ void combine_groups(const CombineParams& p, int64_t token_begin, int64_t token_end) {
+    const int64_t groups = p.layout.shape.hidden / kCombineVector;
+    const int64_t items = (token_end - token_begin) * groups;
+    for (int64_t item = threadIdx.x; item < items; item += blockDim.x) {
+        const int64_t token = token_begin + item / groups;
+        const int64_t column = item % groups * kCombineVector;
+        *reinterpret_cast<Bf16x8*>(p.out + token * p.out_row_stride + column) =
+            combine_group<kLocalRows>(p, token, column);
+    }
+}
+
 // Combines tokens [token_begin, token_end) of this rank; block-wide. False when a wait gave up.
 __device__ __forceinline__ bool combine_tokens(const CombineParams& p, int64_t token_begin, int64_t token_end) {
     const uint64_t sequence = layout::pass_sequence(p.control->step, p.pass);
     if (!wait_combine_rows(p, sequence, token_begin, token_end)) {
         return false;
     }
-    const int64_t groups = p.layout.shape.hidden / kCombineVector;
-    const int64_t items = (token_end - token_begin) * groups;
-    for (int64_t item = threadIdx.x; item < items; item += blockDim.x) {
-        const int64_t token = token_begin + item / groups;
-        const int64_t column = item % groups * kCombineVector;
-        *reinterpret_cast<Bf16x8*>(p.out + token * p.out_row_stride + column) = combine_group(p, token, column);
+    if (p.local_rows != nullptr) {
+        combine_groups<true>(p, token_begin, token_end);
+    } else {
+        combine_groups<false>(p, token_begin, token_end);
     }
     if (p.pass == layout::TransportPass::kBackwardGrads) {
         const int32_t k = p.layout.shape.top_k;

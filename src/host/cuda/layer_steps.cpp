@@ -555,7 +555,7 @@ Status StepsImpl<Peers>::push_and_combine(const comm::LaunchGroup<Peers>& group,
         sources[local].out_ring_rows = dims_.capacity_rows;
         sources[local].weight_grads = backward ? scratch_[local].d_row_weight : nullptr;
         // The output rows hold every row of the table until the combine has run (no ring, no out_free): a rank's
-        // own rows need no copy into its combine rows (docs/transport.md, "Push combine").
+        // own rows need no copy into its combine rows (docs/transport.md, section 5, "Rows that stay").
         sources[local].local_rows_stay = true;
     }
     MOK_RETURN_IF_ERROR(
