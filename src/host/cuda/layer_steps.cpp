@@ -82,11 +82,10 @@ class StepsImpl final : public LayerSteps {
                             std::span<const TensorView* const> d_weights, int32_t blocks, bool per_tile,
                             cudaStream_t stream);
     // The combine alone: push_and_combine's second half, after a down projection that stored its rows straight
-    // into the combine rows (Config::forward_combine). `local_rows_stayed`: the push left each rank's own rows in its
-    // output rows (push_and_combine), where the combine reads them.
+    // into the combine rows (Config::forward_combine).
     Status combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
                    std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
-                   std::span<const TensorView* const> d_weights, cudaStream_t stream, bool local_rows_stayed = false);
+                   std::span<const TensorView* const> d_weights, cudaStream_t stream);
     // `g` with its routed down projection storing each row into its token's combine row and flagging it, once
     // its row tile is complete, with the row gate's number (Config::forward_combine).
     RankGemms to_sources(RankGemms g, int32_t local) const;
@@ -554,20 +553,16 @@ Status StepsImpl<Peers>::push_and_combine(const comm::LaunchGroup<Peers>& group,
         sources[local].out_ready = per_tile ? out_ready_[local] : nullptr;
         sources[local].out_ring_rows = dims_.capacity_rows;
         sources[local].weight_grads = backward ? scratch_[local].d_row_weight : nullptr;
-        // The output rows hold every row of the table until the combine has run (no ring, no out_free): a rank's
-        // own rows need no copy into its combine rows (docs/transport.md, section 5, "Rows that stay").
-        sources[local].local_rows_stay = true;
     }
     MOK_RETURN_IF_ERROR(
         timeline_->record("push", stream, comm::enqueue_push(group, pass, sources.data(), blocks, stream)));
-    return combine(group, pass, routing, out, d_weights, stream, true);
+    return combine(group, pass, routing, out, d_weights, stream);
 }
 
 template <typename Peers>
 Status StepsImpl<Peers>::combine(const comm::LaunchGroup<Peers>& group, TransportPass pass,
                                  std::span<const comm::RankRouting> routing, std::span<const TensorView* const> out,
-                                 std::span<const TensorView* const> d_weights, cudaStream_t stream,
-                                 bool local_rows_stayed) {
+                                 std::span<const TensorView* const> d_weights, cudaStream_t stream) {
     const bool backward = pass == TransportPass::kBackwardGrads;
     std::vector<comm::CombineTarget> targets(static_cast<size_t>(num_ranks()));
     for (int32_t local = 0; local < num_ranks(); ++local) {
@@ -580,7 +575,6 @@ Status StepsImpl<Peers>::combine(const comm::LaunchGroup<Peers>& group, Transpor
         t.out = as<uint16_t>(*out[local]);
         t.out_row_stride = row_stride(*out[local]);
         t.weight_grads_out = backward ? as<float>(*d_weights[local]) : nullptr;
-        t.local_rows = local_rows_stayed ? reinterpret_cast<const uint16_t*>(scratch_[local].out_rows) : nullptr;
     }
     return timeline_->record("combine", stream, comm::enqueue_combine(group, pass, targets.data(), stream));
 }
