@@ -17,7 +17,7 @@
 //   done[b]   copy warps arrive once their part of buffer b's tile is stored; the control warp waits on it,
 //             then publishes the tile and may list buffer b again
 // Tiles are claimed, not dealt: the teams of a share take the rank's tiles one at a time from a counter, in
-// increasing order (TileQueue), so that a team that drew cheap tiles (rows that stay on the GPU) takes more of them.
+// increasing order (TileQueue), so that a team that drew cheap tiles (rows that do not cross NVLink) takes more.
 // Progress. The control warp first polls a tile's gates; only when one is closed does it block, and before it
 // blocks it publishes every tile in flight. Claims come in increasing order, so the smallest unfinished tile has
 // been claimed by a team that waits for nothing later: the progress argument of docs/transport.md ("Token ring")
@@ -90,11 +90,11 @@ inline constexpr uint32_t kRowCopyBarriers = 2 * kRowCopyBuffers;
 // shapes under uniform routing (an expert's rows are ordered by source rank, so whole tiles are remote or local),
 // and a pass lasts as long as its busiest team. A claim decides only which team copies a tile, never a byte.
 //
-// The claim word (LocalLayout::tile_claims, one per copy role and share): the pass's tag in the high 32 bits, the
-// claims made in the low 32. A word with another tag -- another pass's, or one whose run failed before every team
-// had claimed past the end -- counts as no claims, so no kernel has to clear it. Each team claims exactly once past
-// the last tile; the one that makes the pass's last claim clears the word, so that the same pass may run again in
-// the same step (a benchmark repeats one).
+// The claim word (LocalLayout::ring_claims and push_claims, one per copy role and share): the pass's tag in the high
+// 32 bits, the claims made in the low 32. A word with another tag -- another pass's, or one whose run failed before
+// every team had claimed past the end -- counts as no claims, so no kernel has to clear it. Each team claims exactly
+// once past the last tile; the one that makes the pass's last claim clears the word, so that the same pass may run
+// again in the same step (a benchmark repeats one).
 struct TileQueue {
     uint64_t* word;     // the claim word
     uint64_t tag;       // the pass's sequence (layout::pass_sequence), taken modulo 2^32
@@ -102,7 +102,8 @@ struct TileQueue {
     int64_t num_teams;  // teams that claim from this word in this launch
 
     // Lane 0 of a control warp: the team's next tile; num_tiles or more when none is left. Relaxed: a claim only
-    // picks a tile; the tile's gates order its data.
+    // picks a tile; the tile's gates order its data. The loop is no wait: a compare-and-swap fails only when another
+    // team's claim came between, so every round some team claims.
     __device__ __forceinline__ int64_t claim() const {
         constexpr uint32_t kCountBits = 32;
         constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
@@ -151,22 +152,19 @@ enum class RowShare : uint8_t {
     kLocal,   // rows whose other end is this rank
 };
 
-// A copy role's block among its remote_blocks + local_blocks blocks, remote ones first: its share of the rows,
-// and its place among the blocks of that share. With no local blocks, the remote blocks copy every row.
+// A copy role's block among its remote_blocks + local_blocks blocks, remote ones first: its share of the rows, and
+// how many teams take that share. With no local blocks, the remote blocks copy every row.
 struct TeamShare {
     RowShare share;
-    int32_t team_idx;   // in [0, num_teams)
     int32_t num_teams;  // teams of this share in the launch: they claim tiles from one word (TileQueue)
 };
 
 __device__ __forceinline__ TeamShare team_share(int32_t block_idx, int32_t remote_blocks, int32_t local_blocks) {
     if (local_blocks == 0) {
-        return {RowShare::kAll, block_idx, remote_blocks};
+        return {RowShare::kAll, remote_blocks};
     }
-    if (block_idx < remote_blocks) {
-        return {RowShare::kRemote, block_idx, remote_blocks};
-    }
-    return {RowShare::kLocal, block_idx - remote_blocks, local_blocks};
+    return block_idx < remote_blocks ? TeamShare{RowShare::kRemote, remote_blocks}
+                                     : TeamShare{RowShare::kLocal, local_blocks};
 }
 
 // The queue of a team of `t`: its share's claim word among a copy role's kClaimWordsPerRole words.
