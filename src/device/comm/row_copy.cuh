@@ -44,6 +44,7 @@
 #include <cstdint>
 
 #include "device/comm/copy_geometry.hpp"
+#include "device/comm/tile_claims.hpp"
 #include "device/common/warp.cuh"
 #include "device/layout/transport_layout.hpp"
 #include "device/ptx/atomics.cuh"
@@ -83,21 +84,16 @@ inline constexpr uint32_t kRowCopyBuffers = 2;
 inline constexpr uint32_t kRowCopyBarriers = 2 * kRowCopyBuffers;
 
 // The tiles of one pass, claimed one at a time by the teams of a share (every block of a standalone kernel, or the
-// communication warps of several blocks).
+// communication warps of several blocks), from a claim word (tile_claims.hpp; LocalLayout::ring_claims and
+// push_claims, one per copy role and share).
 //
 // Why claims: a tile costs a team by its rows that cross NVLink, and with each team's tiles fixed (t, t + n, ...)
 // the busiest of 16 teams carried 1.1-1.25x the mean rows, and 1.3-1.7x the mean remote rows, at DeepSeek-V3's
 // shapes under uniform routing (an expert's rows are ordered by source rank, so whole tiles are remote or local),
 // and a pass lasts as long as its busiest team. A claim decides only which team copies a tile, never a byte.
-//
-// The claim word (LocalLayout::ring_claims and push_claims, one per copy role and share): the pass's tag in the high
-// 32 bits, the claims made in the low 32. A word with another tag -- another pass's, or one whose run failed before
-// every team had claimed past the end -- counts as no claims, so no kernel has to clear it. Each team claims exactly
-// once past the last tile; the one that makes the pass's last claim clears the word, so that the same pass may run
-// again in the same step (a benchmark repeats one).
 struct TileQueue {
     uint64_t* word;     // the claim word
-    uint64_t tag;       // the pass's sequence (layout::pass_sequence), taken modulo 2^32
+    uint64_t tag;       // the pass's sequence (layout::pass_sequence)
     int64_t num_tiles;  // tiles of the rank's row space
     int64_t num_teams;  // teams that claim from this word in this launch
 
@@ -105,18 +101,15 @@ struct TileQueue {
     // picks a tile; the tile's gates order its data. The loop is no wait: a compare-and-swap fails only when another
     // team's claim came between, so every round some team claims.
     __device__ __forceinline__ int64_t claim() const {
-        constexpr uint32_t kCountBits = 32;
-        constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
-        const uint64_t tag_bits = (tag & kCountMask) << kCountBits;
         uint64_t seen = ptx::ld_relaxed_gpu(word);
         for (;;) {
-            const uint64_t count = (seen & ~kCountMask) == tag_bits ? seen & kCountMask : 0;
-            const uint64_t previous = ptx::atom_cas_relaxed_gpu(word, seen, tag_bits | (count + 1));
+            const ClaimStep step = next_claim(seen, tag);
+            const uint64_t previous = ptx::atom_cas_relaxed_gpu(word, seen, step.desired);
             if (previous == seen) {
-                if (static_cast<int64_t>(count) + 1 == num_tiles + num_teams) {
-                    ptx::st_relaxed_gpu(word, 0);
+                if (is_last_claim(step.tile, num_tiles, num_teams)) {
+                    ptx::st_relaxed_gpu(word, kClearedClaimWord);
                 }
-                return static_cast<int64_t>(count);
+                return static_cast<int64_t>(step.tile);
             }
             seen = previous;
         }
