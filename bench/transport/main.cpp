@@ -369,15 +369,6 @@ void shape_cases(const TransportSetup& setup, const std::vector<int32_t>& sms_li
                 throw_unless_ok(
                     comm::enqueue_push(t.group(r), layout::TransportPass::kForward, &source, blocks, t.stream(r)));
             }));
-            // The push as the layer runs it: each rank's own rows stay in its output rows for the combine to read
-            // there (PushSource::local_rows_stay), so only the rows that cross NVLink are copied.
-            cases.push_back(
-                transport_case(t, "combine_rows_stay" + suffix, sms, local, timing, sweep, baselines, [&](int32_t r) {
-                    comm::PushSource source = push_source(r);
-                    source.local_rows_stay = true;
-                    throw_unless_ok(
-                        comm::enqueue_push(t.group(r), layout::TransportPass::kForward, &source, blocks, t.stream(r)));
-                }));
         }
     }
 }

@@ -12,9 +12,6 @@
 //      plain stores, then every lane issues one release fence at system scope and stores the per-row flags
 //      combine_ready[token * k + slot] = sequence with relaxed stores: one fence per lane instead of one per row;
 //   4. out_free[t] = sequence (release, GPU scope) hands the output rows back to their producer.
-// With local_rows_stay, the rows whose token is this rank's are not copied: step 3 flags them all the same, and the
-// combine reads them where the producer wrote them. The flag still orders the data: the producer's writes come before
-// the load gate's acquire (or the kernel boundary), and the release fence of step 3 is cumulative over them.
 // Pushing keeps the source's waits local: it polls flags in its own memory.
 #pragma once
 
@@ -47,7 +44,6 @@ struct PushParams {
     device::WaitContext ctx;
     uint32_t* tile_parts;   // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
     uint64_t* tile_claims;  // [kClaimWordsPerRole] the claim words of the push teams (TileQueue)
-    bool local_rows_stay;   // this rank's own rows are flagged but not copied (PushSource::local_rows_stay)
 };
 
 template <typename Peers>
@@ -71,14 +67,8 @@ class PushPolicy {
         load_plan_tile_rows(p_.row_source, tile, rows, lane);
     }
 
-    // A row's other end is the rank that owns its token. The team flags the rows of its share, and copies them but
-    // for its own rank's when they stay in the output rows for the combine.
-    __device__ bool flags_row(plan::RowSource row) const {
-        return !row.is_padding() && share_takes(share_, is_local(row));
-    }
-    __device__ bool copies_row(plan::RowSource row) const {
-        return share_takes(share_, is_local(row)) && !(p_.local_rows_stay && is_local(row));
-    }
+    // A row's other end is the rank that owns its token.
+    __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
 
     // Load gate: the producer of the tile's output rows published them (when it publishes per tile).
     __device__ bool load_gate_open(int64_t tile, const plan::RowSource*, uint32_t lane) const {
@@ -119,7 +109,7 @@ class PushPolicy {
     __device__ void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
         if (p_.weight_grads != nullptr) {
             for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-                if (flags_row(rows[r])) {
+                if (!rows[r].is_padding() && copies_row(rows[r])) {
                     const int64_t row = tile * kTileRows + r;
                     float* dst = static_cast<float*>(
                         p_.peers.peer_ptr(rows[r].src_rank, p_.window.weight_grad_of(rows[r].token_slot)));
@@ -133,7 +123,7 @@ class PushPolicy {
         __syncwarp();
         ptx::fence_acq_rel_sys();
         for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-            if (flags_row(rows[r])) {
+            if (!rows[r].is_padding() && copies_row(rows[r])) {
                 uint64_t* flag = static_cast<uint64_t*>(
                     p_.peers.peer_ptr(rows[r].src_rank, p_.window.combine_ready_of(rows[r].token_slot)));
                 ptx::st_relaxed_sys(flag, sequence_);
@@ -146,8 +136,6 @@ class PushPolicy {
     }
 
   private:
-    __device__ bool is_local(plan::RowSource row) const { return row.src_rank == p_.peers.rank; }
-
     const PushParams<Peers>& p_;
     const RowShare share_;
     const uint64_t sequence_;

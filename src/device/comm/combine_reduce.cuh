@@ -9,9 +9,7 @@
 // The arithmetic is src/common/fp32_ops.hpp and src/common/bf16.hpp, the functions the CPU reference uses, so the
 // bits match it. One thread owns each (token, 8-element column group): one writer per output element.
 // Before reading a slot's row the block waits for its flag (combine_ready >= this pass's sequence; relaxed polls,
-// acquire fence at system scope, by the thread that polls; the block barrier then extends it to every thread). A
-// slot processed on this rank may be read where it was produced (CombineParams::local_rows): its flag orders it
-// the same way (combine_push.cuh).
+// acquire fence at system scope, by the thread that polls; the block barrier then extends it to every thread).
 #pragma once
 
 #include <cstdint>
@@ -41,14 +39,10 @@ struct CombineParams {
     const uint16_t* const* shared_rows;  // [num_shared] device pointers to [T, H] bf16 outputs (or dx rows) of
                                          // the shared experts, in shared-expert order
     int32_t num_shared;
-    int64_t shared_row_stride;   // elements between rows of each shared tensor
-    uint16_t* out;               // [T, H] bf16: y (forward) or dx (backward)
-    int64_t out_row_stride;      // elements
-    float* weight_grads_out;     // [T, k] backward: d router weights; unused in the forward
-    const uint16_t* local_rows;  // [capacity_rows, H] bf16 or null: rows this rank processed and did not push
-                                 // to itself (PushSource::local_rows_stay)
-    const plan::SlotLocation* slot_location;  // [T, k] this rank's plan: where each slot was processed
-    int32_t rank;                             // this rank
+    int64_t shared_row_stride;  // elements between rows of each shared tensor
+    uint16_t* out;              // [T, H] bf16: y (forward) or dx (backward)
+    int64_t out_row_stride;     // elements
+    float* weight_grads_out;    // [T, k] backward: d router weights; unused in the forward
     const layout::TransportControl* control;
     device::WaitContext ctx;
 };
@@ -75,20 +69,7 @@ __device__ __forceinline__ bool wait_combine_rows(const CombineParams& p, uint64
 // loading a batch first keeps kSlotBatch loads in flight instead of one latency per slot.
 inline constexpr int32_t kSlotBatch = 8;
 
-// Where a used slot's row is: its combine row, or, with kLocalRows, when the plan's `where` names this rank, its row
-// in the local output rows. The same bits either way: one is a copy of the other.
-template <bool kLocalRows>
-__device__ __forceinline__ const char* slot_row(const CombineParams& p, int64_t slot, plan::SlotLocation where) {
-    if (kLocalRows && where.rank == p.rank) {
-        return reinterpret_cast<const char*>(p.local_rows) + where.row * p.layout.shape.row_bytes();
-    }
-    return p.window + p.layout.combine_row(slot);
-}
-
-// Sums one token's 8-column group in the contract's order. kLocalRows: p.local_rows is set. A separate instance,
-// so that the plain combine keeps its batch of row loads in flight (with a run-time test between them, the compiler
-// issued them one latency at a time); with it, a batch's locations are loaded first, then its rows.
-template <bool kLocalRows>
+// Sums one token's 8-column group in the contract's order.
 __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t token, int64_t column) {
     const int32_t k = p.layout.shape.top_k;
     const bool forward = p.pass == layout::TransportPass::kForward;
@@ -106,18 +87,12 @@ __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t 
         Bf16x8 rows[kSlotBatch];
         float weights[kSlotBatch];
         bool used[kSlotBatch];
-        plan::SlotLocation where[kSlotBatch];
 #pragma unroll
         for (int32_t b = 0; b < kSlotBatch; ++b) {
             const int64_t slot = token * k + first + b;
             used[b] = first + b < k && p.expert_ids[slot] != plan::kUnusedSlot;
-            where[b] = kLocalRows && used[b] ? p.slot_location[slot] : plan::SlotLocation{-1, -1};
-        }
-#pragma unroll
-        for (int32_t b = 0; b < kSlotBatch; ++b) {
-            const int64_t slot = token * k + first + b;
             if (used[b]) {
-                rows[b] = *reinterpret_cast<const Bf16x8*>(slot_row<kLocalRows>(p, slot, where[b]) +
+                rows[b] = *reinterpret_cast<const Bf16x8*>(p.window + p.layout.combine_row(slot) +
                                                            column * layout::kRowElementBytes);
                 weights[b] = p.router_weights[slot];
             }
@@ -140,29 +115,18 @@ __device__ __forceinline__ Bf16x8 combine_group(const CombineParams& p, int64_t 
     return out;
 }
 
-// The output of tokens [token_begin, token_end), one thread per (token, 8-column group).
-template <bool kLocalRows>
-__device__ __forceinline__ void combine_groups(const CombineParams& p, int64_t token_begin, int64_t token_end) {
-    const int64_t groups = p.layout.shape.hidden / kCombineVector;
-    const int64_t items = (token_end - token_begin) * groups;
-    for (int64_t item = threadIdx.x; item < items; item += blockDim.x) {
-        const int64_t token = token_begin + item / groups;
-        const int64_t column = item % groups * kCombineVector;
-        *reinterpret_cast<Bf16x8*>(p.out + token * p.out_row_stride + column) =
-            combine_group<kLocalRows>(p, token, column);
-    }
-}
-
 // Combines tokens [token_begin, token_end) of this rank; block-wide. False when a wait gave up.
 __device__ __forceinline__ bool combine_tokens(const CombineParams& p, int64_t token_begin, int64_t token_end) {
     const uint64_t sequence = layout::pass_sequence(p.control->step, p.pass);
     if (!wait_combine_rows(p, sequence, token_begin, token_end)) {
         return false;
     }
-    if (p.local_rows != nullptr) {
-        combine_groups<true>(p, token_begin, token_end);
-    } else {
-        combine_groups<false>(p, token_begin, token_end);
+    const int64_t groups = p.layout.shape.hidden / kCombineVector;
+    const int64_t items = (token_end - token_begin) * groups;
+    for (int64_t item = threadIdx.x; item < items; item += blockDim.x) {
+        const int64_t token = token_begin + item / groups;
+        const int64_t column = item % groups * kCombineVector;
+        *reinterpret_cast<Bf16x8*>(p.out + token * p.out_row_stride + column) = combine_group(p, token, column);
     }
     if (p.pass == layout::TransportPass::kBackwardGrads) {
         const int32_t k = p.layout.shape.top_k;

@@ -122,13 +122,6 @@ Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass,
                                                 std::to_string(min_rows) +
                                                 " rows (one tile with per-tile flags, the schedule capacity without)");
         }
-        if (source.local_rows_stay &&
-            (source.out_free != nullptr || source.out_ring_rows < group.local.plan.capacity_rows)) {
-            return Status::invalid_argument("transport push sources[" + std::to_string(slot) + "].local_rows_stay",
-                                            "output rows that are no ring (at least " +
-                                                std::to_string(group.local.plan.capacity_rows) +
-                                                " rows, no out_free): the combine reads this rank's rows there");
-        }
     }
     const auto set = rank_set<PushParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return push_params(group, slot, pass, sources[slot]); });

@@ -57,10 +57,6 @@ struct PushSource {
     const uint64_t* out_ready = nullptr;  // [capacity_rows / 128] per-tile readiness from the producer, or null
     uint64_t* out_free = nullptr;         // [capacity_rows / 128] set once a tile was sent, or null
     const float* weight_grads = nullptr;  // [out_ring_rows] backward: d router weight per owner row, else null
-    // The rows whose token is this rank's stay in out_rows, where the combine reads them (CombineTarget::local_rows):
-    // the push copies only the rows that go to other ranks, and flags every row. Needs out_rows without a ring (at
-    // least the schedule capacity) and no out_free: the rows must outlive the combine.
-    bool local_rows_stay = false;
 };
 
 // Per rank: what its combine reads and writes.
@@ -73,9 +69,6 @@ struct CombineTarget {
     uint16_t* out = nullptr;            // [T, H] bf16: y or dx
     int64_t out_row_stride = 0;         // elements
     float* weight_grads_out = nullptr;  // [T, k] backward only
-    // The push's out_rows when it left this rank's own rows there (PushSource::local_rows_stay), else null: the
-    // combine then reads a slot processed on this rank from its row in them instead of from its combine row.
-    const uint16_t* local_rows = nullptr;  // [capacity_rows, H] bf16
 };
 
 // Checks the shapes and knobs the kernels rely on (the group's layouts and sizes); the enqueue functions call it.

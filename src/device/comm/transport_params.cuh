@@ -64,8 +64,7 @@ PushParams<Peers> push_params(const LaunchGroup<Peers>& group, int32_t slot, lay
                              r.local.control,
                              wait_context(group, slot),
                              r.local.push_parts,
-                             r.local.push_claims,
-                             source.local_rows_stay};
+                             r.local.push_claims};
 }
 
 template <typename Peers>
@@ -83,9 +82,6 @@ CombineParams combine_params(const LaunchGroup<Peers>& group, int32_t slot, layo
                          target.out,
                          target.out_row_stride,
                          target.weight_grads_out,
-                         target.local_rows,
-                         r.local.plan.slot_location,
-                         r.peers.rank,
                          r.local.control,
                          wait_context(group, slot)};
 }

@@ -266,24 +266,6 @@ TEST(NcclTransport, LocalRowsOnTheirOwnBlocks) {
     }
 }
 
-// Two real ranks whose pushes leave their own rows in their output rows for the combine (PushSource::local_rows_stay),
-// with and without blocks of their own for the local rows.
-TEST(NcclTransport, LocalRowsStayForTheCombine) {
-    MOK_REQUIRE_TWO_GPUS();
-    for (const int32_t local_blocks : {0, 2}) {
-        TransportCase c = two_ranks(958 + local_blocks);
-        SCOPED_TRACE(c.describe());
-        const TransportProblem problem = make_problem(c);
-        StepOptions options;
-        options.local_rows_stay = true;
-        options.local_blocks = local_blocks;
-        const auto outcomes = run_on_two_gpus(problem, kTestTimeoutMs, 0, [&](int32_t, NcclRank& r, RankOutcome& o) {
-            forward_and_backward(options, r, o);
-        });
-        expect_matches_cpu(problem, outcomes);
-    }
-}
-
 TEST(NcclTransport, LateRankChangesNoBits) {
     MOK_REQUIRE_TWO_GPUS();
     const TransportCase c = two_ranks(960);

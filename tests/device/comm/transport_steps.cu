@@ -127,12 +127,9 @@ Status enqueue_data_path(const LaunchGroup<Peers>& group, layout::TransportPass 
     const int32_t n = group.num_ranks;
     std::vector<PushSource> sources;
     std::vector<CombineTarget> targets;
-    const bool local_rows_stay = options.local_rows_stay && options.path == DataPath::kStandalone;
     for (int32_t slot = 0; slot < n; ++slot) {
         sources.push_back(data[slot]->push_source(pass, options.path == DataPath::kPipelined));
-        sources.back().local_rows_stay = local_rows_stay;
         targets.push_back(data[slot]->combine_target(pass, group.window.shape.hidden));
-        targets.back().local_rows = local_rows_stay ? data[slot]->out_rows.data() : nullptr;
     }
     if (options.path == DataPath::kPipelined) {
         MOK_RETURN_IF_ERROR(launch_pipeline(group, pass, data, options, stream));

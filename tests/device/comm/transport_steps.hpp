@@ -27,9 +27,6 @@ struct StepOptions {
     int32_t consumer_blocks = 2;
     int32_t push_blocks = 2;
     int32_t local_blocks = 0;  // per copy role: blocks for the rows that stay on the GPU (CopyBlocks::local)
-    // kStandalone only: the push leaves each rank's own rows in its output rows, where the combine reads them
-    // (PushSource::local_rows_stay).
-    bool local_rows_stay = false;
 };
 
 // Stages x, exchanges the routing, plans, dispatches, runs the stand-in experts, pushes and combines (y).

@@ -114,36 +114,6 @@ TEST(VirtualTransport, MatchesCpuForEveryEpDegreeAndRouting) {
     }
 }
 
-// The push leaves each rank's own rows where the stand-in experts wrote them and the combine reads them there: the
-// same bits, for every EP degree and routing, with and without blocks of their own for the local rows. (Its
-// validation: local_rows_stay needs output rows that are no ring.)
-TEST(VirtualTransport, LocalRowsStayForTheCombine) {
-    MOK_REQUIRE_GPU();
-    const Routing routings[] = {Routing::kUniform, Routing::kOneRank, Routing::kQuietRank};
-    uint64_t seed = 150;
-    for (const int32_t ep_size : {1, 2, 4}) {
-        for (const Routing routing : routings) {
-            TransportCase c = base_case(ep_size, ++seed);
-            c.routing = routing;
-            c.hot = ep_size - 1;
-            c.num_shared = static_cast<int32_t>(seed % 2);
-            StepOptions options;
-            options.local_rows_stay = true;
-            options.local_blocks = static_cast<int32_t>(seed % 2);
-            run_and_check(c, options);
-        }
-    }
-    const VirtualHarness h(make_problem(base_case(2, 160)), kTestTimeoutMs, kPipelinedOutRingRows);
-    PushSource ring = h.data_of(0).push_source(layout::TransportPass::kForward, true);
-    ring.local_rows_stay = true;
-    std::vector<PushSource> sources(2, ring);
-    sources[1] = h.data_of(1).push_source(layout::TransportPass::kForward, true);
-    const Stream stream;
-    const Status status = enqueue_push(h.group(), layout::TransportPass::kForward, sources.data(), 1, stream.get());
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(status.to_string().find("sources[0].local_rows_stay"), std::string::npos) << status.to_string();
-}
-
 // Rings of one, two and three tiles while each rank owns many times as many rows, with up to three blocks per
 // role: dispatch waits for ring slots, the consumer for output slots, and every lap boundary is crossed.
 TEST(VirtualTransport, SmallRingsTakeSeveralLaps) {
