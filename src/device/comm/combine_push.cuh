@@ -147,10 +147,9 @@ class PushPolicy {
 template <typename Peers>
 __device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowCopyStorage& storage, const CopyTeam& team,
                                            const TeamShare& share) {
-    const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
     PushPolicy<Peers> policy(p, share.share);
     const TileQueue queue = team_queue(p.tile_claims, policy.sequence(), push_num_tiles(p), share);
-    return run_row_copy(storage, team, geometry, policy, queue);
+    return run_row_copy(storage, team, static_cast<uint32_t>(p.window.shape.row_bytes()), policy, queue);
 }
 
 }  // namespace mok::comm

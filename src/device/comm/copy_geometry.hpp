@@ -1,11 +1,12 @@
-// How the row copy (device/comm/row_copy.cuh) cuts a tile's rows into 16-byte chunks and deals them to the
+// How the row copy (device/comm/row_copy.cuh) cuts a tile's rows into bulk-copy pieces and deals them to the issuing
 // threads of a copy team.
 //
-// A tile's data rows are listed densely (padding rows dropped), so the chunks of the tile are the numbers
-// [0, num_rows * row_chunks): chunk c is bytes [16 (c mod row_chunks), +16) of listed row c / row_chunks. Thread t
-// of a team of n threads copies chunks t, t + n, t + 2n, ...: neighbouring threads touch neighbouring 16 bytes,
-// so each warp's loads and stores are whole 512-byte runs of one row. Plain integer arithmetic, shared by host
-// and device, so that the host tests can check that every byte of every row is copied once.
+// A tile's data rows are listed densely (padding rows dropped). Issuer w of n takes listed rows w, w + n, w + 2n, ...
+// and moves each in pieces of at most piece_bytes, in order: its item i is piece i % pieces_per_row of its
+// (i / pieces_per_row)-th row. A piece passes through one stage of the issuer's ring in shared memory, so a piece is
+// at most a stage, and the issuer's share of the staging holds num_stages of them (at least two: one loading while
+// another is stored). Plain integer arithmetic, shared by host and device, so that the host tests can check that
+// every byte of every row is copied once and that the stages fit.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,9 @@ namespace mok::comm {
 
 // Rows per tile: the GEMM M tile, the grain of every readiness flag.
 inline constexpr int32_t kTileRows = plan::kExpertRowAlignment;
-// The copy's access size: 16-byte vector loads and stores (rows are 16-byte aligned: H is a multiple of 8).
+// Bulk copies move multiples of 16 bytes between 16-byte-aligned addresses (rows are: H is a multiple of 8).
 inline constexpr uint32_t kCopyGranule = 16;
-// Longest row the transport takes (H up to 512 Ki elements): a tile's chunk count then fits in 32 bits.
+// Longest row the transport takes (H up to 512 Ki elements).
 inline constexpr uint32_t kMaxCopyRowBytes = 1u << 20;
 
 // Tiles a ring (of dispatched rows, or of output rows feeding the push) must hold at least. One is enough: the
@@ -28,49 +29,57 @@ inline constexpr uint32_t kMaxCopyRowBytes = 1u << 20;
 // (docs/transport.md, "Token ring").
 inline constexpr int32_t kMinRingTiles = 1;
 
-static_assert(static_cast<uint64_t>(kTileRows) * (kMaxCopyRowBytes / kCopyGranule) <= UINT32_MAX,
-              "chunk numbers of a tile fit in 32 bits");
+// The largest piece: a whole row of every model of the brief (H = 7168: 14 KiB) is one piece.
+inline constexpr uint32_t kMaxPieceBytes = 16 * 1024;
+// Stages per issuer: at least two (run() refills the previous piece's stage while the next one's store goes out), at
+// most as many mbarriers as RowCopyStorage keeps per issuer.
+inline constexpr uint32_t kMinBulkStages = 2;
+inline constexpr uint32_t kMaxBulkStages = 16;
+// An issuer's share of the staging starts 128-byte aligned (bulk copies need 16).
+inline constexpr uint32_t kStagingShareAlignment = 128;
 
-struct ChunkPosition {
+struct PiecePosition {
     uint32_t row;          // index into the tile's list of data rows
-    uint32_t byte_offset;  // offset of the chunk inside the row
+    uint32_t byte_offset;  // offset of the piece inside the row
+    uint32_t bytes;        // its length
 };
 
-struct CopyGeometry {
-    uint32_t row_chunks = 0;  // 16-byte chunks per row
+struct BulkGeometry {
+    uint32_t row_bytes = 0;
+    uint32_t piece_bytes = 0;     // a stage
+    uint32_t pieces_per_row = 0;  // the last piece of a row may be shorter
+    uint32_t num_stages = 0;      // of piece_bytes each, in the issuer's share
 
-    // `row_bytes` is a positive multiple of kCopyGranule, at most kMaxCopyRowBytes.
-    MOK_HOST_DEVICE static CopyGeometry make(uint32_t row_bytes) { return {row_bytes / kCopyGranule}; }
-
-    MOK_HOST_DEVICE uint32_t tile_chunks(uint32_t num_rows) const { return num_rows * row_chunks; }
-
-    MOK_HOST_DEVICE ChunkPosition position(uint32_t chunk) const {
-        return {chunk / row_chunks, (chunk % row_chunks) * kCopyGranule};
-    }
-};
-
-// Walks chunks first, first + stride, first + 2 stride, ... of a tile without a division per step: a thread
-// copies tens of chunks per tile, and the division would cost more issue slots than the copy itself.
-struct ChunkCursor {
-    uint32_t row = 0;           // listed row of the current chunk
-    uint32_t chunk_in_row = 0;  // its chunk inside the row
-    uint32_t step_rows = 0;     // the stride, as whole rows ...
-    uint32_t step_chunks = 0;   // ... and the chunks left over, fewer than a row
-    uint32_t row_chunks = 0;
-
-    MOK_HOST_DEVICE static ChunkCursor make(const CopyGeometry& g, uint32_t first, uint32_t stride) {
-        return {first / g.row_chunks, first % g.row_chunks, stride / g.row_chunks, stride % g.row_chunks, g.row_chunks};
+    // `row_bytes`: a positive multiple of kCopyGranule, at most kMaxCopyRowBytes; `share_bytes`: one issuer's part of
+    // the staging, at least kMinBulkStages x kCopyGranule.
+    MOK_HOST_DEVICE static BulkGeometry make(uint32_t row_bytes, uint32_t share_bytes) {
+        BulkGeometry g;
+        g.row_bytes = row_bytes;
+        const uint32_t fit = share_bytes / kMinBulkStages / kCopyGranule * kCopyGranule;
+        g.piece_bytes = row_bytes < kMaxPieceBytes ? row_bytes : kMaxPieceBytes;
+        g.piece_bytes = g.piece_bytes < fit ? g.piece_bytes : fit;
+        g.pieces_per_row = (row_bytes + g.piece_bytes - 1) / g.piece_bytes;
+        const uint32_t stages = share_bytes / g.piece_bytes;
+        g.num_stages = stages < kMaxBulkStages ? stages : kMaxBulkStages;
+        return g;
     }
 
-    MOK_HOST_DEVICE uint32_t byte_offset() const { return chunk_in_row * kCopyGranule; }
+    // One issuer's share of `staging_bytes` among `num_issuers`.
+    MOK_HOST_DEVICE static uint32_t share_bytes(uint32_t staging_bytes, uint32_t num_issuers) {
+        return staging_bytes / num_issuers / kStagingShareAlignment * kStagingShareAlignment;
+    }
 
-    MOK_HOST_DEVICE void advance() {
-        row += step_rows;
-        chunk_in_row += step_chunks;
-        if (chunk_in_row >= row_chunks) {
-            chunk_in_row -= row_chunks;
-            ++row;
-        }
+    // Pieces issuer `w` of `n` moves of a tile with `num_rows` listed rows.
+    MOK_HOST_DEVICE uint32_t issuer_items(uint32_t num_rows, uint32_t w, uint32_t n) const {
+        const uint32_t rows = num_rows > w ? (num_rows - w + n - 1) / n : 0;
+        return rows * pieces_per_row;
+    }
+
+    // Where issuer `w` of `n`'s item `i` lies.
+    MOK_HOST_DEVICE PiecePosition piece(uint32_t i, uint32_t w, uint32_t n) const {
+        const uint32_t offset = (i % pieces_per_row) * piece_bytes;
+        const uint32_t left = row_bytes - offset;
+        return {w + (i / pieces_per_row) * n, offset, left < piece_bytes ? left : piece_bytes};
     }
 };
 

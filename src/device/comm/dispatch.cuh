@@ -182,10 +182,9 @@ class DispatchPolicy {
 template <typename Peers>
 __device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, RowCopyStorage& storage,
                                                const CopyTeam& team, const TeamShare& share) {
-    const CopyGeometry geometry = CopyGeometry::make(static_cast<uint32_t>(p.window.shape.row_bytes()));
     DispatchPolicy<Peers> policy(p, share.share);
     const TileQueue queue = team_queue(p.tile_claims, policy.sequence(), dispatch_num_tiles(p), share);
-    return run_row_copy(storage, team, geometry, policy, queue);
+    return run_row_copy(storage, team, static_cast<uint32_t>(p.window.shape.row_bytes()), policy, queue);
 }
 
 }  // namespace mok::comm

@@ -1,18 +1,23 @@
-// The row copy: moves the rows of 128-row tiles from wherever they are to wherever they go, with 16-byte loads
-// and stores spread over a team of threads. Dispatch (pull) and combine (push) are two policies of this engine.
+// The row copy: moves the rows of 128-row tiles from wherever they are to wherever they go, by bulk copies through
+// shared memory. Dispatch (pull) and combine (push) are two policies of this engine.
 //
-// Why registers and not bulk copies: a bulk copy is issued by one thread and completes as one unit, so a single
-// warp issuing them kept at most a few requests per row in flight and moved 11-15% of NVLink's bandwidth
-// whatever its depth; a plain SM copy kernel with every thread keeping a few 16-byte loads in flight fills the
-// link from 12-16 SMs (docs/transport.md, "Tuning").
+// Why bulk copies. Lane 0 of each of a team's kBulkIssuers copy warps (an issuer) moves whole rows: a bulk load
+// (cp.async.bulk, global -> shared, completing on an mbarrier) into a stage of its own ring, then a bulk store of the
+// landed stage to the row's destination. The TMA unit keeps a whole row per stage in flight, so four issuers with
+// three to six stages each keep 150-190 KiB in flight per SM for a handful of instructions; 480 threads with sixteen
+// 16-byte loads each kept 120 KiB for 7,680 loads and as many stores. Measured on the dispatch's remote rows alone, a
+// bulk gather with four issuers per SM moved them at 0.84-0.86 of the peer copy from 8 SMs, where 16-byte loads from
+// every thread needed 16-24 SMs for the same (docs/transport.md, "Bulk copies"). With one issuer per SM the same
+// gather reached 0.25-0.83, and the first bulk copy here, one issuing warp per SM, 0.11-0.15: an issuer's reload of a
+// stage waits for the previous store's read of it, so one issuer leaves the TMA unit idle between rows.
 //
 // Roles. The team's first warp is its control warp: it claims the team's next tile (TileQueue), loads its row
 // metadata, passes the tile's gates (the rows' producers are done, the destination is free), lists the data rows'
-// addresses in one of kRowCopyBuffers shared buffers, and, once the tile is copied, finishes (publishes) it. The other
-// warps copy: tile after tile, each thread its chunks (copy_geometry.hpp) with kChunksInFlight loads in flight. The
-// control warp lists the next tile and publishes the previous one while a tile is copied, and a copy warp that is
-// done with its part of a tile moves on to the next one without waiting for the others. Named barriers carry the
-// hand-offs:
+// addresses in one of kRowCopyBuffers shared buffers, and, once the tile is copied, finishes (publishes) it. The
+// issuers copy: tile after tile, each its share of the rows (copy_geometry.hpp). The control warp lists the next tile
+// and publishes the previous one while a tile is copied, and an issuer that is done with its part of a tile moves on
+// to the next one without waiting for the others; where the next tile is listed already, its first loads go out
+// before the current tile's stores have completed. Named barriers carry the hand-offs:
 //   ready[b]  control warp arrives once buffer b is listed (or says that no tile is left); copy warps wait on it
 //   done[b]   copy warps arrive once their part of buffer b's tile is stored; the control warp waits on it,
 //             then publishes the tile and may list buffer b again
@@ -21,11 +26,13 @@
 // Progress. The control warp first polls a tile's gates; only when one is closed does it block, and before it
 // blocks it publishes every tile in flight. Claims come in increasing order, so the smallest unfinished tile has
 // been claimed by a team that waits for nothing later: the progress argument of docs/transport.md ("Token ring")
-// holds for rings of a single tile.
+// holds for rings of a single tile. An issuer therefore never waits for the next tile's listing before it has handed
+// the current one back: it looks at the buffer's `listed` word and goes on without it.
 //
-// Memory order. An open gate has issued its acquire fence (signals.cuh); ready[b] orders the copies after it.
-// done[b] orders every copy thread's loads and stores before the control warp's finish, whose release fence
-// is cumulative over them. Everything is generic proxy: no proxy fences.
+// Memory order. An open gate has issued its acquire fence (signals.cuh); ready[b] (or the `listed` word's
+// release/acquire) orders the issuer after it, and the issuer's proxy fence orders its bulk copies (async proxy) after
+// that. Before an issuer arrives on done[b] its stores are complete (bulk wait_group 0) and fenced back to the
+// generic proxy, so that the control warp's finish, whose release fence is cumulative, covers them.
 //
 // A policy supplies the addresses, the gates and the publication (the control warp calls all of them):
 //   void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane)           fill rows[0, 128)
@@ -34,8 +41,8 @@
 //   bool store_gate_open(int64_t tile, uint32_t lane)                                  warp-uniform, never blocks
 //   bool wait_store_gate(int64_t tile, uint32_t lane)                                  warp-uniform, bounded
 //   bool copies_row(plan::RowSource row)                                              the team's share of rows
-//   const void* load_src(int64_t tile, plan::RowSource row, uint32_t row_in_tile)
-//   void* store_dst(int64_t tile, plan::RowSource row, uint32_t row_in_tile)
+//   const void* load_src(int64_t tile, plan::RowSource row, uint32_t row_in_tile)     16-byte aligned
+//   void* store_dst(int64_t tile, plan::RowSource row, uint32_t row_in_tile)          16-byte aligned
 //   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        after the tile's copies
 // Padding rows (RowSource::padding()) are never copied. A gate that gives up (bounded_wait recorded the error)
 // ends the run: nothing of that tile is copied or published, and every thread returns false.
@@ -48,6 +55,8 @@
 #include "device/common/warp.cuh"
 #include "device/layout/transport_layout.hpp"
 #include "device/ptx/atomics.cuh"
+#include "device/ptx/bulk_copy.cuh"
+#include "device/ptx/mbarrier.cuh"
 #include "device/ptx/warpgroup.cuh"
 #include "plan/routing_plan.hpp"
 
@@ -55,17 +64,17 @@ namespace mok::comm {
 
 using device::kFullWarpMask;
 using device::kWarpSize;
-// 16-byte loads each copy thread keeps in flight: with 480 copy threads, 120 KiB per SM. A team's rate is bytes in
-// flight over latency: with 64 KiB the copy ran at 32 GB/s per SM, local and remote rows together (about 2 us of
-// latency); the link needs 25 GB/s per SM of remote rows alone from 16 SMs, and about half the rows are local.
-// 16 loads of 16 bytes take 64 registers, which 512-thread blocks afford (1024-thread blocks would spill).
-inline constexpr uint32_t kChunksInFlight = 16;
+// Issuers per team: with one, an issuer's reload of a stage waits out the previous store's read of it; two or four
+// moved the dispatch's remote rows at the link's rate from 8-12 SMs, four where rows are shorter (H = 4096).
+inline constexpr uint32_t kBulkIssuers = 4;
+// The block's dynamic shared memory for the issuers' stages: what a Hopper block may have, less the team's buffers.
+inline constexpr uint32_t kBulkStagingBytes = 192 * 1024;
 
 // The threads that run the copy together: a whole block in the standalone kernels, the communication warps of
 // a block in a fused kernel. Its first warp is the control warp; the team needs at least one more.
 struct CopyTeam {
     uint32_t thread_idx;        // in [0, num_threads)
-    uint32_t num_threads;       // a multiple of 32, at least 64
+    uint32_t num_threads;       // a multiple of 32, at least 64 (one issuer); 32 x (1 + kBulkIssuers) uses them all
     uint32_t first_barrier_id;  // named barriers first_barrier_id .. + kRowCopyBarriers - 1 belong to the team
 
     __device__ __forceinline__ bool in_control_warp() const { return thread_idx < kWarpSize; }
@@ -197,20 +206,22 @@ struct RowCopyBuffer {
     const uint4* src[kTileRows];           // (kTileRows) the data rows' sources, densely listed
     uint4* dst[kTileRows];                 // (kTileRows) their destinations
     int64_t tile;                          // the claimed tile (control warp: which one to finish)
+    uint64_t listed;                       // 1 + the team's count of the tile last listed here (released last)
     uint32_t num_rows;                     // data rows listed
     BufferState state;
 };
 
 struct RowCopyStorage {
-    RowCopyBuffer buffers[kRowCopyBuffers];  // the team's i-th tile uses buffers[i % kRowCopyBuffers]
+    RowCopyBuffer buffers[kRowCopyBuffers];             // the team's i-th tile uses buffers[i % kRowCopyBuffers]
+    uint64_t stage_full[kBulkIssuers][kMaxBulkStages];  // each issuer's stages: the bulk load has landed
 };
 
 template <typename Policy>
 class RowCopyRun {
   public:
-    __device__ RowCopyRun(RowCopyStorage& storage, const CopyTeam& team, const CopyGeometry& geometry, Policy& policy,
-                          const TileQueue& queue)
-        : storage_(storage), team_(team), geometry_(geometry), policy_(policy), queue_(queue) {}
+    __device__ RowCopyRun(RowCopyStorage& storage, const CopyTeam& team, uint32_t row_bytes, Policy& policy,
+                          const TileQueue& queue, uint8_t* staging)
+        : storage_(storage), team_(team), row_bytes_(row_bytes), policy_(policy), queue_(queue), staging_(staging) {}
 
     // Copies and finishes every tile the team claims; true when all were. Every thread of the team calls it.
     __device__ bool execute() { return team_.in_control_warp() ? control() : copy(); }
@@ -225,6 +236,13 @@ class RowCopyRun {
     // The control warp: claim, list, hand over, publish, in the order of its claims. idx counts the team's tiles.
     __device__ bool control() {
         const uint32_t lane = team_.lane();
+        // The issuers' look ahead reads `listed` (copy): no value from an earlier block on this SM may pass for a
+        // listing of this run. The first ready barrier orders these stores before any read.
+        if (lane == 0) {
+            for (RowCopyBuffer& b : storage_.buffers) {
+                b.listed = 0;
+            }
+        }
         for (int64_t idx = 0;; ++idx) {
             // The buffer's previous tile must be copied and published before the buffer is listed again.
             finish_through(idx - static_cast<int64_t>(kRowCopyBuffers));
@@ -246,7 +264,7 @@ class RowCopyRun {
                 finish_through(idx - 1);
                 open = policy_.wait_load_gate(tile, buf.tile_rows, lane) && policy_.wait_store_gate(tile, lane);
             }
-            list_rows(tile, buf, open);
+            list_rows(tile, buf, open, idx);
             ptx::named_barrier_arrive(ready_barrier(idx), team_.num_threads);
             if (!open) {
                 return false;
@@ -271,7 +289,7 @@ class RowCopyRun {
     }
 
     // The dense list of the data rows' addresses (rows keep their order), and the gates' verdict.
-    __device__ void list_rows(int64_t tile, RowCopyBuffer& buf, bool open) {
+    __device__ void list_rows(int64_t tile, RowCopyBuffer& buf, bool open, int64_t idx) {
         const uint32_t lane = team_.lane();
         uint32_t listed = 0;
         for (uint32_t base = 0; base < static_cast<uint32_t>(kTileRows); base += kWarpSize) {
@@ -293,63 +311,168 @@ class RowCopyRun {
             buf.state = open ? BufferState::kListed : BufferState::kGateGaveUp;
         }
         __syncwarp();
+        // For the issuers' look ahead (copy): the warp's writes above, released after the warp barrier.
+        if (lane == 0) {
+            ptx::st_release_cta_shared(&buf.listed, static_cast<uint64_t>(idx) + 1);
+        }
     }
 
-    // A copy warp: every tile's chunks, handing each tile back as soon as its own part is stored.
+    // A copy warp. The first kBulkIssuers copy warps are issuers: their lane 0 moves the rows by bulk copies
+    // (bulk_pieces); the others only keep the barriers' counts. Where the control warp has listed the next tile by
+    // the time the current one's pieces are all stored, the issuer starts the next tile's loads before it waits for the
+    // current tile's stores to complete. It only looks (the buffer's `listed` word), never waits: the control warp may
+    // wait for this tile's done barrier before it lists the next one (it publishes every tile in flight before it
+    // blocks on a gate), so waiting here for the next ready barrier first could deadlock.
     __device__ bool copy() {
+        const uint32_t warp = team_.copy_thread_idx() / kWarpSize;
+        const uint32_t num_issuers = min(kBulkIssuers, team_.num_copy_threads() / kWarpSize);
+        if (warp >= num_issuers) {
+            for (int64_t idx = 0;; ++idx) {
+                ptx::named_barrier_sync(ready_barrier(idx), team_.num_threads);
+                const RowCopyBuffer& buf = buffer_of(idx);
+                if (buf.state != BufferState::kListed) {
+                    return buf.state == BufferState::kNoTileLeft;
+                }
+                ptx::named_barrier_arrive(done_barrier(idx), team_.num_threads);
+            }
+        }
+        const bool lead = team_.lane() == 0;
+        BulkPieces pieces = bulk_pieces(warp, num_issuers);
+        if (lead) {
+            for (uint32_t s = 0; s < pieces.geometry.num_stages; ++s) {
+                ptx::mbarrier_init(&pieces.full[s], 1);  // the issuer's own arrive_expect_tx
+            }
+            ptx::fence_mbarrier_init();
+        }
+        ptx::named_barrier_sync(ready_barrier(0), team_.num_threads);
+        if (lead && buffer_of(0).state == BufferState::kListed) {
+            pieces.start(buffer_of(0));
+        }
         for (int64_t idx = 0;; ++idx) {
-            ptx::named_barrier_sync(ready_barrier(idx), team_.num_threads);
             const RowCopyBuffer& buf = buffer_of(idx);
             if (buf.state != BufferState::kListed) {
                 return buf.state == BufferState::kNoTileLeft;
             }
-            copy_chunks(buf);
+            const RowCopyBuffer& next = buffer_of(idx + 1);
+            bool started_next = false;
+            if (lead) {
+                pieces.run(buf);
+                ptx::bulk_wait_group_read<0>();  // every stage free for the next tile's loads
+                // The next tile's first loads, if the control warp has listed it already (no wait: the control warp
+                // may itself wait for this tile's done barrier before it lists the next one).
+                if (ptx::ld_acquire_cta_shared(&next.listed) == static_cast<uint64_t>(idx) + 2 &&
+                    next.state == BufferState::kListed) {
+                    pieces.start(next);
+                    started_next = true;
+                }
+                // This tile's stores performed, and visible to the generic proxy, before the done barrier hands the
+                // tile to the control warp's release.
+                ptx::bulk_wait_group<0>();
+                ptx::fence_proxy_async_global();
+            }
+            started_next = __shfl_sync(kFullWarpMask, started_next, 0);
             ptx::named_barrier_arrive(done_barrier(idx), team_.num_threads);
+            ptx::named_barrier_sync(ready_barrier(idx + 1), team_.num_threads);
+            if (lead && !started_next && next.state == BufferState::kListed) {
+                pieces.start(next);
+            }
         }
     }
 
-    // This thread's chunks of the tile: copy_thread_idx, + n, ..., kChunksInFlight loads at a time. Two cursors
-    // walk the same chunks: one for the loads, one, kChunksInFlight behind, for the stores. The last batch is
-    // predicated rather than copied chunk by chunk: one chunk at a time, each load would wait out the whole
-    // latency (the store after it may alias the next load), and a tile's leftover chunks cost as much as the rest.
-    __device__ void copy_chunks(const RowCopyBuffer& buf) const {
-        const uint32_t chunks = geometry_.tile_chunks(buf.num_rows);
-        const uint32_t n = team_.num_copy_threads();
-        ChunkCursor load = ChunkCursor::make(geometry_, team_.copy_thread_idx(), n);
-        ChunkCursor store = load;
-        for (uint32_t c = team_.copy_thread_idx(); c < chunks; c += kChunksInFlight * n) {
-            uint4 v[kChunksInFlight];
-#pragma unroll
-            for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                if (c + j * n < chunks) {
-                    v[j] = *(buf.src[load.row] + load.chunk_in_row);
-                }
-                load.advance();
+    // Issuer w of num_issuers and its ring of stages: its share of each tile's rows, in pieces (BulkGeometry), every
+    // stage but one loading while a landed piece is stored.
+    struct BulkPieces {
+        BulkGeometry geometry;
+        uint8_t* stages;  // (num_stages, piece_bytes)
+        uint64_t* full;   // (num_stages) the stage's load has landed
+        uint32_t w;
+        uint32_t num_issuers;
+        uint64_t uses = 0;       // stage uses before this tile's: item i takes stage (uses + i) % num_stages
+        uint32_t num_items = 0;  // this tile's pieces
+        uint32_t issued = 0;     // of them loaded so far
+
+        __device__ uint32_t stage_of(uint32_t i) const {
+            return static_cast<uint32_t>((uses + i) % geometry.num_stages);
+        }
+
+        __device__ void load(const RowCopyBuffer& buf, uint32_t i) {
+            const PiecePosition at = geometry.piece(i, w, num_issuers);
+            const uint32_t stage = stage_of(i);
+            ptx::mbarrier_arrive_expect_tx_release_cta(&full[stage], at.bytes);
+            ptx::bulk_load_global_to_shared(stages + stage * geometry.piece_bytes,
+                                            reinterpret_cast<const uint8_t*>(buf.src[at.row]) + at.byte_offset,
+                                            at.bytes, &full[stage]);
+        }
+
+        // The tile's first loads, into stages whose stores have all read them.
+        __device__ void start(const RowCopyBuffer& buf) {
+            num_items = geometry.issuer_items(buf.num_rows, w, num_issuers);
+            issued = 0;
+            if (num_items == 0) {
+                return;
             }
-#pragma unroll
-            for (uint32_t j = 0; j < kChunksInFlight; ++j) {
-                if (c + j * n < chunks) {
-                    *(buf.dst[store.row] + store.chunk_in_row) = v[j];
-                }
-                store.advance();
+            // The gates' acquire (the control warp's, ordered before this thread by the ready barrier or the listing's
+            // release) must order the bulk copies too, which are async-proxy accesses.
+            ptx::fence_proxy_async_global();
+            for (; issued < num_items && issued < geometry.num_stages; ++issued) {
+                load(buf, issued);
             }
         }
+
+        // The rest of the tile: each landed piece stored, each stage refilled once its store has read it.
+        __device__ void run(const RowCopyBuffer& buf) {
+            for (uint32_t j = 0; j < num_items; ++j) {
+                const uint32_t stage = stage_of(j);
+                const auto parity = static_cast<uint32_t>((uses + j) / geometry.num_stages) & 1u;
+                // Bounded by the copy itself, like bulk_wait_group: its source was open (the gates), and a bulk load
+                // always lands.
+                while (!ptx::mbarrier_try_wait_parity_acquire_cta(&full[stage], parity)) {
+                }
+                const PiecePosition at = geometry.piece(j, w, num_issuers);
+                ptx::bulk_store_shared_to_global(reinterpret_cast<uint8_t*>(buf.dst[at.row]) + at.byte_offset,
+                                                 stages + stage * geometry.piece_bytes, at.bytes);
+                ptx::bulk_commit_group();
+                // Once the previous piece's store has read its stage (at most this one pending), that stage takes
+                // the next load.
+                if (j >= 1 && issued < num_items) {
+                    ptx::bulk_wait_group_read<1>();
+                    load(buf, issued);
+                    ++issued;
+                }
+            }
+            uses += num_items;
+            num_items = 0;
+        }
+    };
+
+    __device__ BulkPieces bulk_pieces(uint32_t w, uint32_t num_issuers) const {
+        BulkPieces p;
+        const uint32_t share = BulkGeometry::share_bytes(kBulkStagingBytes, num_issuers);
+        p.geometry = BulkGeometry::make(row_bytes_, share);
+        p.stages = staging_ + static_cast<size_t>(w) * share;
+        p.full = storage_.stage_full[w];
+        p.w = w;
+        p.num_issuers = num_issuers;
+        return p;
     }
 
     RowCopyStorage& storage_;
     const CopyTeam& team_;
-    const CopyGeometry geometry_;
+    const uint32_t row_bytes_;  // a multiple of kCopyGranule, at most kMaxCopyRowBytes
     Policy& policy_;
     const TileQueue queue_;
+    uint8_t* staging_;      // kBulkStagingBytes of shared memory, 128-byte aligned
     int64_t finished_ = 0;  // control warp: the team's tiles published so far
 };
 
 // Runs the copy over the tiles the team claims from `queue` with `policy`; every thread of `team` calls it. True on
 // success.
 template <typename Policy>
-__device__ __forceinline__ bool run_row_copy(RowCopyStorage& storage, const CopyTeam& team,
-                                             const CopyGeometry& geometry, Policy& policy, const TileQueue& queue) {
-    RowCopyRun<Policy> run(storage, team, geometry, policy, queue);
+__device__ __forceinline__ bool run_row_copy(RowCopyStorage& storage, const CopyTeam& team, uint32_t row_bytes,
+                                             Policy& policy, const TileQueue& queue) {
+    // The block's dynamic shared memory: kBulkStagingBytes for the bulk copies' stages.
+    extern __shared__ __align__(128) uint8_t bulk_staging[];
+    RowCopyRun<Policy> run(storage, team, row_bytes, policy, queue, bulk_staging);
     return run.execute();
 }
 

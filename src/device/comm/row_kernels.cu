@@ -14,9 +14,11 @@
 namespace mok::comm {
 namespace {
 
-// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team. Its 480 copy
-// threads with kChunksInFlight loads each keep 120 KiB in flight per SM (row_copy.cuh).
-constexpr uint32_t kRowCopyThreads = 512;
+// Threads per block of the standalone dispatch and push kernels: the whole block is one copy team, its control warp and
+// one warp per bulk issuer (row_copy.cuh), with kBulkStagingBytes of dynamic shared memory for the issuers' stages.
+// That staging takes an SM's shared memory, so one block runs per SM, which the launch bounds say: without the
+// minimum, ptxas held the 160-thread block to 56 registers and spilled.
+constexpr uint32_t kRowCopyThreads = device::kWarpSize * (1 + kBulkIssuers);
 // The team's first named barrier: barrier 0 is __syncthreads'.
 constexpr uint32_t kRowCopyFirstBarrier = 1;
 
@@ -25,7 +27,7 @@ __device__ __forceinline__ CopyTeam block_team() {
 }
 
 template <typename Peers>
-__global__ void __launch_bounds__(kRowCopyThreads)
+__global__ void __launch_bounds__(kRowCopyThreads, 1)
     dispatch_kernel(const __grid_constant__ RankSet<DispatchParams<Peers>> set, int32_t remote_blocks) {
     __shared__ RowCopyStorage storage;
     const BlockSlice slice = block_slice(set);
@@ -39,7 +41,7 @@ __global__ void __launch_bounds__(kRowCopyThreads)
 }
 
 template <typename Peers>
-__global__ void __launch_bounds__(kRowCopyThreads)
+__global__ void __launch_bounds__(kRowCopyThreads, 1)
     push_kernel(const __grid_constant__ RankSet<PushParams<Peers>> set, int32_t remote_blocks) {
     __shared__ RowCopyStorage storage;
     const BlockSlice slice = block_slice(set);
@@ -66,8 +68,16 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
 }  // namespace
 
 Status load_row_kernels() {
-    return host::load_kernels<dispatch_kernel<VirtualPeers>, dispatch_kernel<NcclPeers>, push_kernel<VirtualPeers>,
-                              push_kernel<NcclPeers>, combine_kernel>("transport row");
+    MOK_RETURN_IF_ERROR(
+        (host::load_kernels<dispatch_kernel<VirtualPeers>, dispatch_kernel<NcclPeers>, push_kernel<VirtualPeers>,
+                            push_kernel<NcclPeers>, combine_kernel>("transport row")));
+    for (const Status& raised : {host::allow_max_dynamic_shared_memory<dispatch_kernel<VirtualPeers>>(),
+                                 host::allow_max_dynamic_shared_memory<dispatch_kernel<NcclPeers>>(),
+                                 host::allow_max_dynamic_shared_memory<push_kernel<VirtualPeers>>(),
+                                 host::allow_max_dynamic_shared_memory<push_kernel<NcclPeers>>()}) {
+        MOK_RETURN_IF_ERROR(raised);
+    }
+    return Status::ok();
 }
 
 namespace {
@@ -95,7 +105,8 @@ Status enqueue_dispatch(const LaunchGroup<Peers>& group, layout::TransportPass p
     const int32_t blocks_per_rank = blocks.remote + blocks.local;
     const auto set = rank_set<DispatchParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return dispatch_params(group, slot, pass, ring); });
-    dispatch_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set, blocks.remote);
+    dispatch_kernel<Peers>
+        <<<set.num_ranks * blocks_per_rank, kRowCopyThreads, kBulkStagingBytes, stream>>>(set, blocks.remote);
     return launch_status("dispatch_kernel");
 }
 
@@ -125,7 +136,8 @@ Status enqueue_push(const LaunchGroup<Peers>& group, layout::TransportPass pass,
     }
     const auto set = rank_set<PushParams<Peers>>(
         group, blocks_per_rank, [&](int32_t slot) { return push_params(group, slot, pass, sources[slot]); });
-    push_kernel<Peers><<<set.num_ranks * blocks_per_rank, kRowCopyThreads, 0, stream>>>(set, blocks.remote);
+    push_kernel<Peers>
+        <<<set.num_ranks * blocks_per_rank, kRowCopyThreads, kBulkStagingBytes, stream>>>(set, blocks.remote);
     return launch_status("push_kernel");
 }
 

@@ -40,7 +40,25 @@ __device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t* ptr) {
     return value;
 }
 
+// Acquire at CTA scope, on a shared-memory word: one warp observing another warp's release of what it wrote.
+__device__ __forceinline__ uint64_t ld_acquire_cta_shared(const uint64_t* ptr) {
+    uint64_t value;
+    asm volatile("ld.acquire.cta.shared.u64 %0, [%1];"
+                 : "=l"(value)
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr)))
+                 : "memory");
+    return value;
+}
+
 // ---- Stores of flags. ----
+
+// Release at CTA scope, on a shared-memory word: what this thread (and, after a warp barrier, its warp) wrote before
+// is visible to a thread of the block that acquires the value.
+__device__ __forceinline__ void st_release_cta_shared(uint64_t* ptr, uint64_t value) {
+    asm volatile("st.release.cta.shared.u64 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(ptr))),
+                 "l"(value)
+                 : "memory");
+}
 
 // Release at system scope: everything this thread wrote (or observed) before is visible to any thread, on any
 // device, that acquires the value. Used for one-off flags (a rank announcing its expert ids or its dy rows).

@@ -1,5 +1,6 @@
-// The row copy's deal of a tile's chunks to a team's threads: every byte of every listed row exactly once,
-// in 16-byte-aligned chunks, for any team size and any number of data rows.
+// The row copy's deal of a tile's rows to a team's bulk-copy issuers: every byte of every listed row exactly once, in
+// 16-byte-aligned pieces that fit a stage, for any row length, number of data rows and issuers, and stages that fit
+// the issuer's share of the staging.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,18 +12,30 @@
 namespace mok::comm {
 namespace {
 
-::testing::AssertionResult covers_rows_once(uint32_t row_bytes, uint32_t num_rows, uint32_t team_threads) {
-    const CopyGeometry g = CopyGeometry::make(row_bytes);
+// The staging of a standalone copy block (row_copy.cuh's kBulkStagingBytes).
+constexpr uint32_t kStaging = 192 * 1024;
+
+::testing::AssertionResult covers_rows_once(uint32_t row_bytes, uint32_t num_rows, uint32_t num_issuers) {
+    const uint32_t share = BulkGeometry::share_bytes(kStaging, num_issuers);
+    const BulkGeometry g = BulkGeometry::make(row_bytes, share);
+    if (g.num_stages < kMinBulkStages || g.num_stages > kMaxBulkStages ||
+        static_cast<uint64_t>(g.num_stages) * g.piece_bytes > share || share % kStagingShareAlignment != 0 ||
+        g.piece_bytes % kCopyGranule != 0 || g.piece_bytes > kMaxPieceBytes) {
+        return ::testing::AssertionFailure()
+               << g.num_stages << " stages of " << g.piece_bytes << " bytes in a share of " << share;
+    }
     std::vector<std::vector<uint8_t>> copied(num_rows, std::vector<uint8_t>(row_bytes, 0));
-    const uint32_t chunks = g.tile_chunks(num_rows);
-    for (uint32_t thread = 0; thread < team_threads; ++thread) {
-        for (uint32_t c = thread; c < chunks; c += team_threads) {
-            const ChunkPosition at = g.position(c);
-            if (at.row >= num_rows || at.byte_offset % kCopyGranule != 0 || at.byte_offset + kCopyGranule > row_bytes) {
-                return ::testing::AssertionFailure()
-                       << "chunk " << c << " lands at row " << at.row << " byte " << at.byte_offset;
+    for (uint32_t w = 0; w < num_issuers; ++w) {
+        const uint32_t items = g.issuer_items(num_rows, w, num_issuers);
+        for (uint32_t i = 0; i < items; ++i) {
+            const PiecePosition at = g.piece(i, w, num_issuers);
+            if (at.row >= num_rows || at.row % num_issuers != w || at.byte_offset % kCopyGranule != 0 ||
+                at.bytes % kCopyGranule != 0 || at.bytes == 0 || at.bytes > g.piece_bytes ||
+                at.byte_offset + at.bytes > row_bytes) {
+                return ::testing::AssertionFailure() << "issuer " << w << " item " << i << " lands at row " << at.row
+                                                     << " byte " << at.byte_offset << " for " << at.bytes;
             }
-            for (uint32_t b = 0; b < kCopyGranule; ++b) {
+            for (uint32_t b = 0; b < at.bytes; ++b) {
                 ++copied[at.row][at.byte_offset + b];
             }
         }
@@ -39,9 +52,12 @@ namespace {
 }
 
 TEST(CopyGeometry, ModelRowsAreCoveredOnce) {
-    for (const uint32_t row_bytes : {14336u, 8192u, 16u, 128u, 16400u}) {
+    for (const uint32_t row_bytes : {14336u, 12288u, 8192u, 16u, 128u, 16400u}) {
         for (const uint32_t num_rows : {0u, 1u, 77u, static_cast<uint32_t>(kTileRows)}) {
-            EXPECT_TRUE(covers_rows_once(row_bytes, num_rows, 1024)) << row_bytes << " bytes, " << num_rows << " rows";
+            for (const uint32_t issuers : {1u, 4u, 7u}) {
+                EXPECT_TRUE(covers_rows_once(row_bytes, num_rows, issuers))
+                    << row_bytes << " bytes, " << num_rows << " rows, " << issuers << " issuers";
+            }
         }
     }
 }
@@ -49,35 +65,29 @@ TEST(CopyGeometry, ModelRowsAreCoveredOnce) {
 TEST(CopyGeometry, RandomRowsAndTeamsAreCoveredOnce) {
     std::mt19937 rng(7);
     for (int i = 0; i < 40; ++i) {
-        const uint32_t row_bytes = kCopyGranule * std::uniform_int_distribution<uint32_t>(1, 600)(rng);
+        const uint32_t row_bytes = kCopyGranule * std::uniform_int_distribution<uint32_t>(1, 3000)(rng);
         const uint32_t num_rows = std::uniform_int_distribution<uint32_t>(0, kTileRows)(rng);
-        const uint32_t team = 32 * std::uniform_int_distribution<uint32_t>(1, 32)(rng);
-        EXPECT_TRUE(covers_rows_once(row_bytes, num_rows, team)) << row_bytes << " bytes, " << num_rows << " rows";
+        const uint32_t issuers = std::uniform_int_distribution<uint32_t>(1, 8)(rng);
+        EXPECT_TRUE(covers_rows_once(row_bytes, num_rows, issuers))
+            << row_bytes << " bytes, " << num_rows << " rows, " << issuers << " issuers";
     }
 }
 
-TEST(CopyGeometry, LongestRowKeepsChunkNumbersInRange) {
-    const CopyGeometry g = CopyGeometry::make(kMaxCopyRowBytes);
-    const uint32_t last = g.tile_chunks(kTileRows) - 1;
-    EXPECT_EQ(g.position(last).row, static_cast<uint32_t>(kTileRows - 1));
-    EXPECT_EQ(g.position(last).byte_offset, kMaxCopyRowBytes - kCopyGranule);
+// A model row is one piece, and the stages of four issuers hold three (H = 7168) to six (H = 4096) rows each.
+TEST(CopyGeometry, ModelRowsAreOnePieceWithSeveralStages) {
+    const uint32_t share = BulkGeometry::share_bytes(kStaging, 4);
+    EXPECT_EQ(BulkGeometry::make(14336, share).pieces_per_row, 1u);
+    EXPECT_EQ(BulkGeometry::make(14336, share).num_stages, 3u);
+    EXPECT_EQ(BulkGeometry::make(8192, share).num_stages, 6u);
 }
 
-// The cursor the copy walks with visits the chunks position() names, for any start and stride.
-TEST(CopyGeometry, CursorFollowsPositions) {
-    std::mt19937 rng(11);
-    for (int i = 0; i < 200; ++i) {
-        const CopyGeometry g = CopyGeometry::make(kCopyGranule * std::uniform_int_distribution<uint32_t>(1, 1200)(rng));
-        const uint32_t stride = std::uniform_int_distribution<uint32_t>(1, 2048)(rng);
-        const uint32_t first = std::uniform_int_distribution<uint32_t>(0, stride - 1)(rng);
-        ChunkCursor cursor = ChunkCursor::make(g, first, stride);
-        for (uint32_t c = first; c < g.tile_chunks(kTileRows); c += stride) {
-            const ChunkPosition at = g.position(c);
-            ASSERT_EQ(cursor.row, at.row) << "chunk " << c;
-            ASSERT_EQ(cursor.byte_offset(), at.byte_offset) << "chunk " << c;
-            cursor.advance();
-        }
-    }
+TEST(CopyGeometry, LongestRowIsCutIntoStagePieces) {
+    const BulkGeometry g = BulkGeometry::make(kMaxCopyRowBytes, BulkGeometry::share_bytes(kStaging, 4));
+    EXPECT_EQ(g.piece_bytes, kMaxPieceBytes);
+    EXPECT_EQ(g.pieces_per_row, kMaxCopyRowBytes / kMaxPieceBytes);
+    const PiecePosition last = g.piece(g.issuer_items(kTileRows, 3, 4) - 1, 3, 4);
+    EXPECT_EQ(last.row, static_cast<uint32_t>(kTileRows - 1));
+    EXPECT_EQ(last.byte_offset + last.bytes, kMaxCopyRowBytes);
 }
 
 }  // namespace

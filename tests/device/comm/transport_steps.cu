@@ -117,7 +117,10 @@ Status launch_pipeline(const LaunchGroup<Peers>& group, layout::TransportPass pa
                                      options.push_blocks,
                                      options.local_blocks};
     });
-    pipeline_kernel<Peers><<<set.num_ranks * blocks, kConsumerThreads, 0, stream>>>(set);
+    // The copy teams' bulk stages (row_copy.cuh).
+    cudaFuncSetAttribute(pipeline_kernel<Peers>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(kBulkStagingBytes));
+    pipeline_kernel<Peers><<<set.num_ranks * blocks, kConsumerThreads, kBulkStagingBytes, stream>>>(set);
     return launch_status("pipeline_kernel");
 }
 
