@@ -29,6 +29,11 @@ inline constexpr uint32_t kMaxCopyRowBytes = 1u << 20;
 // (docs/transport.md, "Token ring").
 inline constexpr int32_t kMinRingTiles = 1;
 
+// Issuers per team: with one, an issuer's reload of a stage waits out the previous store's read of it; two or four
+// moved the dispatch's remote rows at the link's rate from 8-12 SMs, four where rows are shorter (H = 4096).
+inline constexpr uint32_t kBulkIssuers = 4;
+// A copy block's dynamic shared memory for its issuers' stages: what a Hopper block may have, less the team's buffers.
+inline constexpr uint32_t kBulkStagingBytes = 192 * 1024;
 // The largest piece: a whole row of every model of the brief (H = 7168: 14 KiB) is one piece.
 inline constexpr uint32_t kMaxPieceBytes = 16 * 1024;
 // Stages per issuer: at least two (run() refills the previous piece's stage while the next one's store goes out), at

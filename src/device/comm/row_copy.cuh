@@ -64,11 +64,6 @@ namespace mok::comm {
 
 using device::kFullWarpMask;
 using device::kWarpSize;
-// Issuers per team: with one, an issuer's reload of a stage waits out the previous store's read of it; two or four
-// moved the dispatch's remote rows at the link's rate from 8-12 SMs, four where rows are shorter (H = 4096).
-inline constexpr uint32_t kBulkIssuers = 4;
-// The block's dynamic shared memory for the issuers' stages: what a Hopper block may have, less the team's buffers.
-inline constexpr uint32_t kBulkStagingBytes = 192 * 1024;
 
 // The threads that run the copy together: a whole block in the standalone kernels, the communication warps of
 // a block in a fused kernel. Its first warp is the control warp; the team needs at least one more.

@@ -12,8 +12,7 @@
 namespace mok::comm {
 namespace {
 
-// The staging of a standalone copy block (row_copy.cuh's kBulkStagingBytes).
-constexpr uint32_t kStaging = 192 * 1024;
+constexpr uint32_t kStaging = kBulkStagingBytes;
 
 ::testing::AssertionResult covers_rows_once(uint32_t row_bytes, uint32_t num_rows, uint32_t num_issuers) {
     const uint32_t share = BulkGeometry::share_bytes(kStaging, num_issuers);
@@ -75,7 +74,7 @@ TEST(CopyGeometry, RandomRowsAndTeamsAreCoveredOnce) {
 
 // A model row is one piece, and the stages of four issuers hold three (H = 7168) to six (H = 4096) rows each.
 TEST(CopyGeometry, ModelRowsAreOnePieceWithSeveralStages) {
-    const uint32_t share = BulkGeometry::share_bytes(kStaging, 4);
+    const uint32_t share = BulkGeometry::share_bytes(kStaging, kBulkIssuers);
     EXPECT_EQ(BulkGeometry::make(14336, share).pieces_per_row, 1u);
     EXPECT_EQ(BulkGeometry::make(14336, share).num_stages, 3u);
     EXPECT_EQ(BulkGeometry::make(8192, share).num_stages, 6u);
