@@ -17,6 +17,7 @@
 #include "bench/common/buffers.hpp"
 #include "bench/transport/sm_copy.hpp"
 #include "bench/transport/two_rank_transport.hpp"
+#include "device/comm/copy_geometry.hpp"
 #include "host/comm/nccl_communicator.hpp"
 #include "host/comm/transport_memory.hpp"
 
@@ -166,11 +167,17 @@ std::vector<int64_t> remote_row_tokens(const TwoRankTransport& t, int32_t rank) 
 constexpr int kCheckedGatherRows = 64;
 
 // The SM copy kernel's loop over the dispatch's remote rows (sm_copy.hpp), into `scratch`.
+// `bulk_issuers` > 0: the rows move by bulk copies through shared memory, issued by that many threads per block
+// (enqueue_sm_bulk_gather_copy).
 Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& timing, bool sweep, Timer& timer,
-                 double sm_copy_gbs) {
+                 double sm_copy_gbs, int32_t bulk_issuers) {
+    const bool bulk = bulk_issuers > 0;
     Case gather;
-    gather.name = "sm_gather/" + case_name(t.setup(), "", sms, sweep);
-    gather.params.set("sms", sms).set("method", "SM pull copy of the dispatch's remote rows, scattered by token");
+    gather.name = std::string(bulk ? "sm_bulk_gather/" : "sm_gather/") + case_name(t.setup(), "", sms, sweep);
+    gather.params.set("sms", sms)
+        .set("method", bulk ? "bulk-copy pull of the dispatch's remote rows, scattered by "
+                              "token, through shared-memory stages"
+                            : "SM pull copy of the dispatch's remote rows, scattered by token");
     std::vector<std::unique_ptr<DeviceBuffer<uint64_t>>> offsets;
     std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> landed;  // each rank's remote rows, densely
     std::vector<int64_t> rows;
@@ -191,8 +198,14 @@ Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& ti
     const TimingStats stats = timer.time(
         [&](int) {
             both([&](int32_t r) {
-                enqueue_sm_gather_copy(t.group(r).ranks[0].peers, 1 - r, offsets[r]->get(), rows[r],
-                                       static_cast<uint32_t>(t.row_bytes()), landed[r]->get(), sms, t.stream(r));
+                if (bulk) {
+                    enqueue_sm_bulk_gather_copy(t.group(r).ranks[0].peers, 1 - r, offsets[r]->get(), rows[r],
+                                                static_cast<uint32_t>(t.row_bytes()), landed[r]->get(), sms,
+                                                bulk_issuers, t.stream(r));
+                } else {
+                    enqueue_sm_gather_copy(t.group(r).ranks[0].peers, 1 - r, offsets[r]->get(), rows[r],
+                                           static_cast<uint32_t>(t.row_bytes()), landed[r]->get(), sms, t.stream(r));
+                }
             });
         },
         timing);
@@ -244,7 +257,10 @@ void baseline_cases(const TwoRankTransport& t, int32_t sms, const TimingOptions&
     copy.figures.push_back(rate_figure("bandwidth", "GB/s", gigabytes, copy_stats));
     out.sm_copy_gbs = copy.figures.back().value;
     cases.push_back(std::move(copy));
-    cases.push_back(gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs));
+    // The plain gather, and the bulk gather with as many issuers per block as the row copy's teams have.
+    cases.push_back(gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs, 0));
+    cases.push_back(
+        gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs, static_cast<int32_t>(comm::kBulkIssuers)));
 
     const bool peer_access = ceilings::enable_peer_access(0, 1);
     Case peer;

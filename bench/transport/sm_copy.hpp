@@ -22,4 +22,10 @@ void enqueue_sm_pull_copy(const comm::NcclPeers& peers, int32_t peer, uint64_t s
 void enqueue_sm_gather_copy(const comm::NcclPeers& peers, int32_t peer, const uint64_t* row_offsets, int64_t num_rows,
                             uint32_t row_bytes, void* dst, int32_t num_blocks, cudaStream_t stream);
 
+// The same rows pulled by bulk copies (the TMA unit) through rings of row-sized shared-memory stages: `num_issuers`
+// threads per block (1-8), each with a ring of its own.
+void enqueue_sm_bulk_gather_copy(const comm::NcclPeers& peers, int32_t peer, const uint64_t* row_offsets,
+                                 int64_t num_rows, uint32_t row_bytes, void* dst, int32_t num_blocks,
+                                 int32_t num_issuers, cudaStream_t stream);
+
 }  // namespace mok::bench::transport
