@@ -1,6 +1,8 @@
 #include "bench/transport/sm_copy.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "bench/common/cuda_check.hpp"
 #include "device/ptx/bulk_copy.cuh"
@@ -60,19 +62,19 @@ __global__ void __launch_bounds__(kCopyThreads)
 }
 
 // Shared memory the bulk gather's row stages may take (the rest of the 227 KiB holds its barriers).
-constexpr uint32_t kBulkStageBytes = 200 * 1024;
-constexpr uint32_t kMaxBulkStages = 64;
-constexpr uint32_t kMaxBulkIssuers = 8;
+constexpr uint32_t kGatherStagingBytes = 200 * 1024;
+constexpr uint32_t kMaxGatherStages = 64;
+constexpr uint32_t kMaxGatherIssuers = 8;
 
 // The same rows by bulk copies: in each block, lane 0 of each of `num_issuers` warps pulls whole rows from the peer
 // into its own ring of row-sized shared-memory stages (cp.async.bulk completing on an mbarrier per stage) and stores
 // each landed row to `dst` by a bulk store, keeping every stage of its ring but one in flight. How far the pull's
 // rate moves when the TMA unit, not the threads' loads, carries the NVLink reads.
-__global__ void __launch_bounds__(kMaxBulkIssuers * 32)
+__global__ void __launch_bounds__(kMaxGatherIssuers * 32)
     sm_bulk_gather_kernel(comm::NcclPeers peers, int32_t peer, const uint64_t* row_offsets, uint32_t row_bytes,
                           int64_t num_rows, uint8_t* dst, uint32_t stages_per_issuer) {
     extern __shared__ __align__(128) uint8_t all_stages[];
-    __shared__ uint64_t all_full[kMaxBulkStages];
+    __shared__ uint64_t all_full[kMaxGatherStages];
     if (threadIdx.x % 32 != 0) {
         return;
     }
@@ -128,8 +130,14 @@ void enqueue_sm_gather_copy(const comm::NcclPeers& peers, int32_t peer, const ui
 void enqueue_sm_bulk_gather_copy(const comm::NcclPeers& peers, int32_t peer, const uint64_t* row_offsets,
                                  int64_t num_rows, uint32_t row_bytes, void* dst, int32_t num_blocks,
                                  int32_t num_issuers, cudaStream_t stream) {
-    const auto issuers = static_cast<uint32_t>(std::clamp<int32_t>(num_issuers, 1, kMaxBulkIssuers));
-    const uint32_t stages_per_issuer = std::min(kMaxBulkStages, kBulkStageBytes / row_bytes) / issuers;
+    const auto issuers = static_cast<uint32_t>(std::clamp<int32_t>(num_issuers, 1, kMaxGatherIssuers));
+    const uint32_t stages_per_issuer = std::min(kMaxGatherStages, kGatherStagingBytes / row_bytes) / issuers;
+    // A ring refills the previous row's stage while the next row's store goes out: it needs two.
+    constexpr uint32_t kMinStages = 2;
+    if (stages_per_issuer < kMinStages) {
+        throw std::invalid_argument("sm_bulk_gather: rows of " + std::to_string(row_bytes) + " bytes leave " +
+                                    std::to_string(issuers) + " issuers fewer than two stages each");
+    }
     const size_t shared = static_cast<size_t>(stages_per_issuer) * issuers * row_bytes;
     MOK_BENCH_CHECK_CUDA(cudaFuncSetAttribute(sm_bulk_gather_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(shared)));
