@@ -169,8 +169,9 @@ TEST(VirtualTransport, SkewedRoutingThroughASmallRing) {
     run_and_check(c, options);
 }
 
-// Row sizes that deal a tile's chunks differently over the team: rows shorter than a warp's 512 bytes (H 64),
-// the model rows (H 7168, DeepSeek-V3; H 4096), and rows that are not a whole number of warp-wide runs (H 8200).
+// Row sizes that cut differently into the bulk copy's pieces and stages (copy_geometry.hpp): rows far shorter than a
+// stage (H 64: 128 bytes, sixteen stages per issuer), the model rows of one piece each (H 7168, DeepSeek-V3: three
+// stages; H 4096: six), and rows of two pieces whose second is 16 bytes long (H 8200).
 TEST(VirtualTransport, EveryCopyGeometry) {
     MOK_REQUIRE_GPU();
     uint64_t seed = 400;
