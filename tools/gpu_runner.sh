@@ -24,6 +24,9 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
   --full             benchmarks run their whole sweep
   --gpus N           use GPUs 0..N-1 (default: all visible)
   --build-only       configure and build, nothing else
+  --targets LIST     comma list of CMake targets to build instead of every one (e.g. mok-bench-transport,
+                     mok_transport_virtual_test): an A/B call that needs two programs per tree builds in a
+                     fraction of the time; tests and benchmarks whose programs were not built fail their step
   --sass             count HGMMA, UTMALDG and local-memory (LDL/STL) instructions per kernel
   --ncu-layer        profile the layer's grouped GEMMs with Nsight Compute (GPU 0, EP 1, one forward and one
                      backward of mok-bench-layer --quick --one-stream: Nsight Compute serialises kernels, under
@@ -60,6 +63,7 @@ run_ncu_layer=0
 ncu_gemm_regex=""
 ncu_gemm_cases=()
 build_dir="build-gpu"
+build_targets=""
 step_timeout=900
 dry_run=0
 selected=0
@@ -81,6 +85,7 @@ while [[ $# -gt 0 ]]; do
         --ncu-gemm) ncu_gemm_regex="${2:?--ncu-gemm needs a kernel-name pattern}"; selected=1; shift ;;
         --ncu-gemm-cases) ncu_gemm_cases=(--cases "${2:?--ncu-gemm-cases needs a case-name pattern}"); shift ;;
         --build-dir) build_dir="${2:?--build-dir needs a folder}"; shift ;;
+        --targets) build_targets="${2:?--targets needs a comma list of targets}"; shift ;;
         --step-timeout) step_timeout="${2:?--step-timeout needs seconds}"; shift ;;
         --dry-run) dry_run=1 ;;
         --help|-h) usage; exit 0 ;;
@@ -230,7 +235,11 @@ build_ok=1
 run_step configure cmake "${configure_args[@]}" || build_ok=0
 if [[ $build_ok -eq 1 ]]; then
     # --keep-going: one target that fails to compile leaves every other test and benchmark buildable.
-    run_step build cmake --build "$build_dir" -j "$(nproc)" -- -k 0 || build_ok=0
+    target_args=()
+    for target in ${build_targets//,/ }; do
+        target_args+=(--target "$target")
+    done
+    run_step build cmake --build "$build_dir" -j "$(nproc)" "${target_args[@]}" -- -k 0 || build_ok=0
 fi
 
 # ---------------------------------------------------------------------------------------------------------------
