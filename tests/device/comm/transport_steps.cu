@@ -8,6 +8,7 @@
 #include "device/comm/transport_params.cuh"
 #include "host/comm/device_status.hpp"
 #include "host/comm/transport_memory.hpp"
+#include "host/cuda/cuda_status.hpp"
 
 namespace mok::comm::testing {
 namespace {
@@ -118,8 +119,10 @@ Status launch_pipeline(const LaunchGroup<Peers>& group, layout::TransportPass pa
                                      options.local_blocks};
     });
     // The copy teams' bulk stages (row_copy.cuh).
-    cudaFuncSetAttribute(pipeline_kernel<Peers>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kBulkStagingBytes));
+    MOK_RETURN_IF_ERROR(
+        host::cuda_status(cudaFuncSetAttribute(pipeline_kernel<Peers>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kBulkStagingBytes)),
+                          "raising the pipeline kernel's shared-memory limit"));
     pipeline_kernel<Peers><<<set.num_ranks * blocks, kConsumerThreads, kBulkStagingBytes, stream>>>(set);
     return launch_status("pipeline_kernel");
 }
