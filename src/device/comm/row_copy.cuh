@@ -365,6 +365,8 @@ class RowCopyRun {
                 ptx::bulk_wait_group<0>();
                 ptx::fence_proxy_async_global();
             }
+            // Lane 0's verdict to the warp, which also reconverges it (lane 0 ran the copies alone) before the
+            // barrier arrival.
             started_next = __shfl_sync(kFullWarpMask, started_next, 0);
             ptx::named_barrier_arrive(done_barrier(idx), team_.num_threads);
             ptx::named_barrier_sync(ready_barrier(idx + 1), team_.num_threads);
