@@ -149,7 +149,7 @@ __device__ __forceinline__ bool push_tiles(const PushParams<Peers>& p, RowCopySt
                                            const TeamShare& share) {
     PushPolicy<Peers> policy(p, share.share);
     const TileQueue queue = team_queue(p.tile_claims, policy.sequence(), push_num_tiles(p), share);
-    return run_row_copy(storage, team, static_cast<uint32_t>(p.window.shape.row_bytes()), policy, queue);
+    return run_row_copy(storage, team, static_cast<uint32_t>(p.window.shape.row_bytes()), policy, queue, p.ctx);
 }
 
 }  // namespace mok::comm

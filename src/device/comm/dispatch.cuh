@@ -184,7 +184,7 @@ __device__ __forceinline__ bool dispatch_tiles(const DispatchParams<Peers>& p, R
                                                const CopyTeam& team, const TeamShare& share) {
     DispatchPolicy<Peers> policy(p, share.share);
     const TileQueue queue = team_queue(p.tile_claims, policy.sequence(), dispatch_num_tiles(p), share);
-    return run_row_copy(storage, team, static_cast<uint32_t>(p.window.shape.row_bytes()), policy, queue);
+    return run_row_copy(storage, team, static_cast<uint32_t>(p.window.shape.row_bytes()), policy, queue, p.ctx);
 }
 
 }  // namespace mok::comm

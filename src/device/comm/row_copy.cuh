@@ -34,6 +34,13 @@
 // that. Before an issuer arrives on done[b] its stores are complete (bulk wait_group 0) and fenced back to the
 // generic proxy, so that the control warp's finish, whose release fence is cumulative, covers them.
 //
+// A lost bulk load. An issuer waits for each of its loads to land with a time budget (bounded_wait_own: a load
+// completes whatever other blocks do, so only the budget ends the wait). When it runs out, the error is recorded
+// (WaitSite::kBulkCopy), the issuer copies nothing more and says so in `issuer_failed`, and the control warp
+// publishes neither that tile nor any later one: it drains the tiles in flight and ends the run as a gate that gave
+// up does. The lost load may still land in the block's shared memory before the block exits; the step has failed by
+// then, and the host reports it.
+//
 // A policy supplies the addresses, the gates and the publication (the control warp calls all of them):
 //   void load_tile_rows(int64_t tile, plan::RowSource* rows, uint32_t lane)           fill rows[0, 128)
 //   bool load_gate_open(int64_t tile, const plan::RowSource* rows, uint32_t lane)     warp-uniform, never blocks
@@ -52,6 +59,7 @@
 
 #include "device/comm/copy_geometry.hpp"
 #include "device/comm/tile_claims.hpp"
+#include "device/common/bounded_wait.cuh"
 #include "device/common/warp.cuh"
 #include "device/layout/transport_layout.hpp"
 #include "device/ptx/atomics.cuh"
@@ -209,14 +217,22 @@ struct RowCopyBuffer {
 struct RowCopyStorage {
     RowCopyBuffer buffers[kRowCopyBuffers];             // the team's i-th tile uses buffers[i % kRowCopyBuffers]
     uint64_t stage_full[kBulkIssuers][kMaxBulkStages];  // each issuer's stages: the bulk load has landed
+    uint32_t issuer_failed;  // nonzero once an issuer's load ran out of time; written by that issuer, read by the
+                             // control warp after the tile's done barrier, which orders the two
 };
 
 template <typename Policy>
 class RowCopyRun {
   public:
     __device__ RowCopyRun(RowCopyStorage& storage, const CopyTeam& team, uint32_t row_bytes, Policy& policy,
-                          const TileQueue& queue, uint8_t* staging)
-        : storage_(storage), team_(team), row_bytes_(row_bytes), policy_(policy), queue_(queue), staging_(staging) {}
+                          const TileQueue& queue, const device::WaitContext& ctx, uint8_t* staging)
+        : storage_(storage),
+          team_(team),
+          row_bytes_(row_bytes),
+          policy_(policy),
+          queue_(queue),
+          ctx_(ctx),
+          staging_(staging) {}
 
     // Copies and finishes every tile the team claims; true when all were. Every thread of the team calls it.
     __device__ bool execute() { return team_.in_control_warp() ? control() : copy(); }
@@ -232,16 +248,28 @@ class RowCopyRun {
     __device__ bool control() {
         const uint32_t lane = team_.lane();
         // The issuers' look ahead reads `listed` (copy): no value from an earlier block on this SM may pass for a
-        // listing of this run. The first ready barrier orders these stores before any read.
+        // listing of this run, nor an earlier run's failure for one of this run. The first ready barrier orders
+        // these stores before any read.
         if (lane == 0) {
             for (RowCopyBuffer& b : storage_.buffers) {
                 b.listed = 0;
             }
+            storage_.issuer_failed = 0;
         }
         for (int64_t idx = 0;; ++idx) {
             // The buffer's previous tile must be copied and published before the buffer is listed again.
             finish_through(idx - static_cast<int64_t>(kRowCopyBuffers));
             RowCopyBuffer& buf = buffer_of(idx);
+            if (copy_failed_) {
+                // An issuer lost a load (see "A lost bulk load"): drain the tiles in flight unpublished, then end the
+                // copy warps' run.
+                finish_through(idx - 1);
+                if (lane == 0) {
+                    buf.state = BufferState::kGateGaveUp;
+                }
+                ptx::named_barrier_arrive(ready_barrier(idx), team_.num_threads);
+                return false;
+            }
             const int64_t tile = claim_tile();
             if (tile >= queue_.num_tiles) {
                 if (lane == 0) {
@@ -249,7 +277,7 @@ class RowCopyRun {
                 }
                 ptx::named_barrier_arrive(ready_barrier(idx), team_.num_threads);
                 finish_through(idx - 1);
-                return true;
+                return !copy_failed_;
             }
             policy_.load_tile_rows(tile, buf.tile_rows, lane);
             __syncwarp();
@@ -274,12 +302,15 @@ class RowCopyRun {
     }
 
     // Publishes, in order, every tile of the team up to its `last_idx`-th not yet published, each once its copies
-    // are done.
+    // are done; once an issuer has lost a load, none.
     __device__ void finish_through(int64_t last_idx) {
         for (; finished_ <= last_idx; ++finished_) {
             ptx::named_barrier_sync(done_barrier(finished_), team_.num_threads);
-            const RowCopyBuffer& buf = buffer_of(finished_);
-            policy_.finish_tile(buf.tile, buf.tile_rows, team_.lane());
+            copy_failed_ = copy_failed_ || storage_.issuer_failed != 0;
+            if (!copy_failed_) {
+                const RowCopyBuffer& buf = buffer_of(finished_);
+                policy_.finish_tile(buf.tile, buf.tile_rows, team_.lane());
+            }
         }
     }
 
@@ -332,6 +363,7 @@ class RowCopyRun {
             }
         }
         const bool lead = team_.lane() == 0;
+        bool lost_load = false;  // lead: a load of this issuer ran out of time; it copies nothing more
         BulkPieces pieces = bulk_pieces(warp, num_issuers);
         if (lead) {
             for (uint32_t s = 0; s < pieces.geometry.num_stages; ++s) {
@@ -346,19 +378,23 @@ class RowCopyRun {
         for (int64_t idx = 0;; ++idx) {
             const RowCopyBuffer& buf = buffer_of(idx);
             if (buf.state != BufferState::kListed) {
-                return buf.state == BufferState::kNoTileLeft;
+                return !lost_load && buf.state == BufferState::kNoTileLeft;
             }
             const RowCopyBuffer& next = buffer_of(idx + 1);
             bool started_next = false;
-            if (lead) {
-                pieces.run(buf);
-                ptx::bulk_wait_group_read<0>();  // every stage free for the next tile's loads
-                // The next tile's first loads, if the control warp has listed it already (no wait: the control warp
-                // may itself wait for this tile's done barrier before it lists the next one).
-                if (ptx::ld_acquire_cta_shared(&next.listed) == static_cast<uint64_t>(idx) + 2 &&
-                    next.state == BufferState::kListed) {
-                    pieces.start(next);
-                    started_next = true;
+            if (lead && !lost_load) {
+                lost_load = !pieces.run(buf, ctx_);
+                if (!lost_load) {
+                    ptx::bulk_wait_group_read<0>();  // every stage free for the next tile's loads
+                    // The next tile's first loads, if the control warp has listed it already (no wait: the control
+                    // warp may itself wait for this tile's done barrier before it lists the next one).
+                    if (ptx::ld_acquire_cta_shared(&next.listed) == static_cast<uint64_t>(idx) + 2 &&
+                        next.state == BufferState::kListed) {
+                        pieces.start(next);
+                        started_next = true;
+                    }
+                } else {
+                    storage_.issuer_failed = 1;  // before the done barrier, which orders it for the control warp
                 }
                 // This tile's stores performed, and visible to the generic proxy, before the done barrier hands the
                 // tile to the control warp's release.
@@ -370,7 +406,7 @@ class RowCopyRun {
             started_next = __shfl_sync(kFullWarpMask, started_next, 0);
             ptx::named_barrier_arrive(done_barrier(idx), team_.num_threads);
             ptx::named_barrier_sync(ready_barrier(idx + 1), team_.num_threads);
-            if (lead && !started_next && next.state == BufferState::kListed) {
+            if (lead && !lost_load && !started_next && next.state == BufferState::kListed) {
                 pieces.start(next);
             }
         }
@@ -416,14 +452,20 @@ class RowCopyRun {
             }
         }
 
-        // The rest of the tile: each landed piece stored, each stage refilled once its store has read it.
-        __device__ void run(const RowCopyBuffer& buf) {
+        // The rest of the tile: each landed piece stored, each stage refilled once its store has read it. False when
+        // a load did not land within the budget (the error is recorded); the pieces after it are not stored.
+        __device__ bool run(const RowCopyBuffer& buf, const device::WaitContext& ctx) {
             for (uint32_t j = 0; j < num_items; ++j) {
                 const uint32_t stage = stage_of(j);
                 const auto parity = static_cast<uint32_t>((uses + j) / geometry.num_stages) & 1u;
-                // Bounded by the copy itself, like bulk_wait_group: its source was open (the gates), and a bulk load
-                // always lands.
-                while (!ptx::mbarrier_try_wait_parity_acquire_cta(&full[stage], parity)) {
+                // The gates opened the source, so the load lands unless the hardware lost it; the budget turns that
+                // into a reported error. Reported: the tile's pieces stored so far, of its pieces.
+                const bool landed = device::bounded_wait_own(
+                    ctx, WaitSite::kBulkCopy, num_items,
+                    [&] { return ptx::mbarrier_try_wait_parity_acquire_cta(&full[stage], parity); },
+                    [&] { return static_cast<int64_t>(j); });
+                if (!landed) {
+                    return false;
                 }
                 const PiecePosition at = geometry.piece(j, w, num_issuers);
                 ptx::bulk_store_shared_to_global(reinterpret_cast<uint8_t*>(buf.dst[at.row]) + at.byte_offset,
@@ -439,6 +481,7 @@ class RowCopyRun {
             }
             uses += num_items;
             num_items = 0;
+            return true;
         }
     };
 
@@ -458,18 +501,20 @@ class RowCopyRun {
     const uint32_t row_bytes_;  // a multiple of kCopyGranule, at most kMaxCopyRowBytes
     Policy& policy_;
     const TileQueue queue_;
-    uint8_t* staging_;      // kBulkStagingBytes of shared memory, 128-byte aligned
-    int64_t finished_ = 0;  // control warp: the team's tiles published so far
+    const device::WaitContext& ctx_;  // the bulk loads' wait budget and where a lost one is reported
+    uint8_t* staging_;                // kBulkStagingBytes of shared memory, 128-byte aligned
+    int64_t finished_ = 0;            // control warp: the team's tiles finished so far
+    bool copy_failed_ = false;        // control warp: an issuer lost a load; nothing more is published
 };
 
 // Runs the copy over the tiles the team claims from `queue` with `policy`; every thread of `team` calls it. True on
 // success.
 template <typename Policy>
 __device__ __forceinline__ bool run_row_copy(RowCopyStorage& storage, const CopyTeam& team, uint32_t row_bytes,
-                                             Policy& policy, const TileQueue& queue) {
+                                             Policy& policy, const TileQueue& queue, const device::WaitContext& ctx) {
     // The block's dynamic shared memory: kBulkStagingBytes for the bulk copies' stages.
     extern __shared__ __align__(128) uint8_t bulk_staging[];
-    RowCopyRun<Policy> run(storage, team, row_bytes, policy, queue, bulk_staging);
+    RowCopyRun<Policy> run(storage, team, row_bytes, policy, queue, ctx, bulk_staging);
     return run.execute();
 }
 

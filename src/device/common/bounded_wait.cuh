@@ -41,10 +41,11 @@ __device__ __forceinline__ void record_error(const WaitContext& ctx, DeviceError
     }
 }
 
-// Polls `ready()` until it returns true (-> true) or the timeout passes or another block failed (-> false).
-// `observe()` gives the value reported on timeout; `expected` is what the wait needed.
-template <typename ReadyFn, typename ObserveFn>
-__device__ __forceinline__ bool bounded_wait(const WaitContext& ctx, WaitSite site, int64_t expected, ReadyFn&& ready,
+namespace detail {
+
+// The loop of both waits below; kGiveUpOnAbort: also return (false) as soon as another block has failed.
+template <bool kGiveUpOnAbort, typename ReadyFn, typename ObserveFn>
+__device__ __forceinline__ bool bounded_poll(const WaitContext& ctx, WaitSite site, int64_t expected, ReadyFn&& ready,
                                              ObserveFn&& observe) {
     // Polls before the clock is first read: most waits end within them, at the cost of one poll each.
     constexpr int kPollsBeforeClock = 64;
@@ -59,14 +60,35 @@ __device__ __forceinline__ bool bounded_wait(const WaitContext& ctx, WaitSite si
         if (ready()) {
             return true;
         }
-        if (abort_requested(ctx)) {
-            return false;
+        if constexpr (kGiveUpOnAbort) {
+            if (abort_requested(ctx)) {
+                return false;
+            }
         }
         if (ptx::global_timer_ns() > deadline) {
             record_error(ctx, DeviceErrorCode::kTimeout, site, observe(), expected);
             return false;
         }
     }
+}
+
+}  // namespace detail
+
+// Polls `ready()` until it returns true (-> true) or the timeout passes or another block failed (-> false).
+// `observe()` gives the value reported on timeout; `expected` is what the wait needed.
+template <typename ReadyFn, typename ObserveFn>
+__device__ __forceinline__ bool bounded_wait(const WaitContext& ctx, WaitSite site, int64_t expected, ReadyFn&& ready,
+                                             ObserveFn&& observe) {
+    return detail::bounded_poll<true>(ctx, site, expected, ready, observe);
+}
+
+// The same for a wait on an asynchronous operation of this block's own, such as a bulk load into its shared memory:
+// it gives up on its timeout only, not when another block has failed. Such an operation completes whatever other
+// blocks do, and a thread that left it early would leave it writing into shared memory the block may reuse.
+template <typename ReadyFn, typename ObserveFn>
+__device__ __forceinline__ bool bounded_wait_own(const WaitContext& ctx, WaitSite site, int64_t expected,
+                                                 ReadyFn&& ready, ObserveFn&& observe) {
+    return detail::bounded_poll<false>(ctx, site, expected, ready, observe);
 }
 
 }  // namespace mok::device
