@@ -150,13 +150,16 @@ std::string case_name(const TransportSetup& s, const std::string& what, int32_t 
     return sweep ? name + "/sm" + std::to_string(sms) : name;
 }
 
-// The tokens of the x rows `rank`'s dispatch pulls from the other rank, in row-space order.
-std::vector<int64_t> remote_row_tokens(const TwoRankTransport& t, int32_t rank) {
+// Which of a rank's dispatched rows a gather case copies: those it pulls from the other rank, or its own.
+enum class RowOrigin { kRemote, kLocal };
+
+// The tokens of the x rows of `origin` that `rank`'s dispatch copies, in row-space order.
+std::vector<int64_t> row_tokens(const TwoRankTransport& t, int32_t rank, RowOrigin origin) {
     std::vector<int64_t> tokens;
     const plan::HostPlan& p = t.plan(rank);
     for (int64_t row = 0; row < p.padded_rows(); ++row) {
         const plan::RowSource s = p.row_source[row];
-        if (!s.is_padding() && s.src_rank != rank) {
+        if (!s.is_padding() && (s.src_rank == rank) == (origin == RowOrigin::kLocal)) {
             tokens.push_back(s.token_slot / t.setup().model.top_k);
         }
     }
@@ -168,22 +171,32 @@ constexpr int kCheckedGatherRows = 64;
 
 // The SM copy kernel's loop over the dispatch's remote rows (sm_copy.hpp), into `scratch`.
 // `bulk_issuers` > 0: the rows move by bulk copies through shared memory, issued by that many threads per block
-// (enqueue_sm_bulk_gather_copy).
+// (enqueue_sm_bulk_gather_copy). RowOrigin::kLocal (bulk only): the rank's own rows instead, HBM to HBM: what an SM
+// copies of the rows that do not cross NVLink, which the dispatch's SMs copy beside the remote ones.
 Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& timing, bool sweep, Timer& timer,
-                 double sm_copy_gbs, int32_t bulk_issuers) {
+                 double sm_copy_gbs, int32_t bulk_issuers, RowOrigin origin = RowOrigin::kRemote) {
     const bool bulk = bulk_issuers > 0;
+    const bool local = origin == RowOrigin::kLocal;
+    if (local && !bulk) {
+        throw std::invalid_argument("gather_case: the local rows are measured by bulk copies only");
+    }
     Case gather;
-    gather.name = std::string(bulk ? "sm_bulk_gather/" : "sm_gather/") + case_name(t.setup(), "", sms, sweep);
+    gather.name = std::string(local  ? "sm_bulk_gather_local/"
+                              : bulk ? "sm_bulk_gather/"
+                                     : "sm_gather/") +
+                  case_name(t.setup(), "", sms, sweep);
     gather.params.set("sms", sms)
-        .set("method", bulk ? "bulk-copy pull of the dispatch's remote rows, scattered by "
-                              "token, through shared-memory stages"
-                            : "SM pull copy of the dispatch's remote rows, scattered by token");
+        .set("method", local  ? "bulk copies of the dispatch's local rows (HBM to HBM), scattered by token, "
+                                "through shared-memory stages"
+                       : bulk ? "bulk-copy pull of the dispatch's remote rows, scattered by "
+                                "token, through shared-memory stages"
+                              : "SM pull copy of the dispatch's remote rows, scattered by token");
     std::vector<std::unique_ptr<DeviceBuffer<uint64_t>>> offsets;
     std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> landed;  // each rank's remote rows, densely
     std::vector<int64_t> rows;
     std::vector<std::vector<int64_t>> tokens;
     for (int32_t r = 0; r < kRanks; ++r) {
-        tokens.push_back(remote_row_tokens(t, r));
+        tokens.push_back(row_tokens(t, r, origin));
         std::vector<uint64_t> host;
         for (const int64_t token : tokens.back()) {
             host.push_back(t.group(r).window.token_row(token));
@@ -199,9 +212,10 @@ Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& ti
         [&](int) {
             both([&](int32_t r) {
                 if (bulk) {
-                    enqueue_sm_bulk_gather_copy(t.group(r).ranks[0].peers, 1 - r, offsets[r]->get(), rows[r],
+                    const comm::LaunchGroup<comm::NcclPeers>& g = t.group(r);
+                    enqueue_sm_bulk_gather_copy(g.ranks[0].peers, local ? r : 1 - r, offsets[r]->get(), rows[r],
                                                 static_cast<uint32_t>(t.row_bytes()), landed[r]->get(), sms,
-                                                bulk_issuers, t.stream(r));
+                                                bulk_issuers, g.ranks[0].local.status, r, g.timeout_ns, t.stream(r));
                 } else {
                     enqueue_sm_gather_copy(t.group(r).ranks[0].peers, 1 - r, offsets[r]->get(), rows[r],
                                            static_cast<uint32_t>(t.row_bytes()), landed[r]->get(), sms, t.stream(r));
@@ -209,6 +223,7 @@ Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& ti
             });
         },
         timing);
+    t.check_status();  // a bulk row that did not land within the budget
     // What landed is the other rank's x rows, in order (sampled).
     const int64_t hidden = t.setup().model.hidden;
     std::vector<uint16_t> row(hidden);
@@ -217,14 +232,17 @@ Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& ti
             MOK_BENCH_CHECK_CUDA(cudaSetDevice(r));
             MOK_BENCH_CHECK_CUDA(
                 cudaMemcpy(row.data(), landed[r]->get() + i * t.row_bytes(), t.row_bytes(), cudaMemcpyDeviceToHost));
-            if (!std::equal(row.begin(), row.end(), t.host_x(1 - r).begin() + tokens[r][i] * hidden)) {
+            if (!std::equal(row.begin(), row.end(), t.host_x(local ? r : 1 - r).begin() + tokens[r][i] * hidden)) {
                 throw std::runtime_error("gather copy check: rank " + std::to_string(r) + " row " + std::to_string(i) +
                                          " differs from its source row");
             }
         }
     }
     gather.figures.push_back(time_figure("time", stats));
-    Figure bandwidth = rate_figure("bandwidth", "GB/s", nvlink_gigabytes(t), stats);
+    // Per rank, averaged: the rows this case copied.
+    const double gigabytes =
+        static_cast<double>(rows[0] + rows[1]) * static_cast<double>(t.row_bytes()) / kRanks / kBytesPerGigabyte;
+    Figure bandwidth = rate_figure("bandwidth", "GB/s", gigabytes, stats);
     bandwidth.against("sm_copy", sm_copy_gbs);
     gather.figures.push_back(std::move(bandwidth));
     return gather;
@@ -261,6 +279,8 @@ void baseline_cases(const TwoRankTransport& t, int32_t sms, const TimingOptions&
     cases.push_back(gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs, 0));
     cases.push_back(
         gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs, static_cast<int32_t>(comm::kBulkIssuers)));
+    cases.push_back(gather_case(t, sms, timing, sweep, timer, out.sm_copy_gbs, static_cast<int32_t>(comm::kBulkIssuers),
+                                RowOrigin::kLocal));
 
     const bool peer_access = ceilings::enable_peer_access(0, 1);
     Case peer;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bench/common/cuda_check.hpp"
+#include "device/common/bounded_wait.cuh"
 #include "device/ptx/bulk_copy.cuh"
 #include "device/ptx/mbarrier.cuh"
 
@@ -69,10 +70,11 @@ constexpr uint32_t kMaxGatherIssuers = 8;
 // The same rows by bulk copies: in each block, lane 0 of each of `num_issuers` warps pulls whole rows from the peer
 // into its own ring of row-sized shared-memory stages (cp.async.bulk completing on an mbarrier per stage) and stores
 // each landed row to `dst` by a bulk store, keeping every stage of its ring but one in flight. How far the pull's
-// rate moves when the TMA unit, not the threads' loads, carries the NVLink reads.
+// rate moves when the TMA unit, not the threads' loads, carries the NVLink reads. A row that does not land within the
+// budget is reported in `ctx`'s record (WaitSite::kBulkCopy) and ends the issuer's loop.
 __global__ void __launch_bounds__(kMaxGatherIssuers * 32)
     sm_bulk_gather_kernel(comm::NcclPeers peers, int32_t peer, const uint64_t* row_offsets, uint32_t row_bytes,
-                          int64_t num_rows, uint8_t* dst, uint32_t stages_per_issuer) {
+                          int64_t num_rows, uint8_t* dst, uint32_t stages_per_issuer, device::WaitContext ctx) {
     extern __shared__ __align__(128) uint8_t all_stages[];
     __shared__ uint64_t all_full[kMaxGatherStages];
     if (threadIdx.x % 32 != 0) {
@@ -103,7 +105,11 @@ __global__ void __launch_bounds__(kMaxGatherIssuers * 32)
     for (int64_t j = 0; j < my_rows; ++j) {
         const uint32_t s = static_cast<uint32_t>(j % stages_per_issuer);
         const uint32_t parity = static_cast<uint32_t>(j / stages_per_issuer) & 1u;
-        while (!ptx::mbarrier_try_wait_parity_acquire_cta(&full[s], parity)) {
+        // Reported: the issuer's rows landed so far, of its rows.
+        if (!device::bounded_wait_own(
+                ctx, WaitSite::kBulkCopy, my_rows,
+                [&] { return ptx::mbarrier_try_wait_parity_acquire_cta(&full[s], parity); }, [&] { return j; })) {
+            break;
         }
         ptx::bulk_store_shared_to_global(dst + row_of(j) * static_cast<int64_t>(row_bytes), stages + s * row_bytes,
                                          row_bytes);
@@ -129,7 +135,8 @@ void enqueue_sm_gather_copy(const comm::NcclPeers& peers, int32_t peer, const ui
 
 void enqueue_sm_bulk_gather_copy(const comm::NcclPeers& peers, int32_t peer, const uint64_t* row_offsets,
                                  int64_t num_rows, uint32_t row_bytes, void* dst, int32_t num_blocks,
-                                 int32_t num_issuers, cudaStream_t stream) {
+                                 int32_t num_issuers, DeviceStatus* status, int32_t rank, uint64_t timeout_ns,
+                                 cudaStream_t stream) {
     const auto issuers = static_cast<uint32_t>(std::clamp<int32_t>(num_issuers, 1, kMaxGatherIssuers));
     const uint32_t stages_per_issuer = std::min(kMaxGatherStages, kGatherStagingBytes / row_bytes) / issuers;
     // A ring refills the previous row's stage while the next row's store goes out: it needs two.
@@ -142,7 +149,8 @@ void enqueue_sm_bulk_gather_copy(const comm::NcclPeers& peers, int32_t peer, con
     MOK_BENCH_CHECK_CUDA(cudaFuncSetAttribute(sm_bulk_gather_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(shared)));
     sm_bulk_gather_kernel<<<num_blocks, issuers * 32, shared, stream>>>(peers, peer, row_offsets, row_bytes, num_rows,
-                                                                        static_cast<uint8_t*>(dst), stages_per_issuer);
+                                                                        static_cast<uint8_t*>(dst), stages_per_issuer,
+                                                                        device::WaitContext{status, rank, timeout_ns});
     MOK_BENCH_CHECK_CUDA(cudaGetLastError());
 }
 

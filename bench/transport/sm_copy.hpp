@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/device_status.hpp"
 #include "device/comm/peers.hpp"
 
 namespace mok::bench::transport {
@@ -23,9 +24,11 @@ void enqueue_sm_gather_copy(const comm::NcclPeers& peers, int32_t peer, const ui
                             uint32_t row_bytes, void* dst, int32_t num_blocks, cudaStream_t stream);
 
 // The same rows pulled by bulk copies (the TMA unit) through rings of row-sized shared-memory stages: `num_issuers`
-// threads per block (1-8), each with a ring of its own.
+// threads per block (1-8), each with a ring of its own. A row that does not land within `timeout_ns` is reported in
+// `status` (as rank `rank`'s).
 void enqueue_sm_bulk_gather_copy(const comm::NcclPeers& peers, int32_t peer, const uint64_t* row_offsets,
                                  int64_t num_rows, uint32_t row_bytes, void* dst, int32_t num_blocks,
-                                 int32_t num_issuers, cudaStream_t stream);
+                                 int32_t num_issuers, DeviceStatus* status, int32_t rank, uint64_t timeout_ns,
+                                 cudaStream_t stream);
 
 }  // namespace mok::bench::transport
