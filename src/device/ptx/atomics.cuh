@@ -33,6 +33,16 @@ __device__ __forceinline__ uint64_t ld_relaxed_gpu(const uint64_t* ptr) {
     return value;
 }
 
+// Acquire at system scope: one load that both observes a flag another device (or this one, through its window) wrote
+// with release semantics and orders the caller's later reads and writes after it. It orders only what follows: unlike
+// a fence.acq_rel after a relaxed load, it does not also wait for the caller's earlier writes to drain, which at
+// system scope (MEMBAR.SYS) costs microseconds while the SM's copies are in flight.
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
+    uint64_t value;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(ptr) : "memory");
+    return value;
+}
+
 // Acquire at GPU scope: one load that both observes a flag and orders the caller's later reads after it.
 __device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t* ptr) {
     uint64_t value;

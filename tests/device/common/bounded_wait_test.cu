@@ -69,8 +69,7 @@ __global__ void wait_for_late_arrival(DeviceStatus* status, Waiter waiter, WaitO
         ptx::mbarrier_arrive_release_cta(&full);
     } else if (threadIdx.x == 0) {
         const uint64_t start = ptx::global_timer_ns();
-        const bool landed =
-            wait_with(waiter, ctx, [&] { return ptx::mbarrier_try_wait_parity_acquire_cta(&full, 0); });
+        const bool landed = wait_with(waiter, ctx, [&] { return ptx::mbarrier_try_wait_parity_acquire_cta(&full, 0); });
         *out = {landed ? 1 : 0, ptx::global_timer_ns() - start};
     }
 }
