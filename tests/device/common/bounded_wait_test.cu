@@ -117,31 +117,33 @@ TEST(BoundedWaitOwn, ReportsALoadThatNeverLands) {
     EXPECT_EQ(r.status.expected, 7);
 }
 
+// A wait by `waiter` for an arrival kLateArrivalNs late, in a launch whose record holds another block's error. The
+// other block's record stays either way: the first error names the root cause.
+void wait_after_another_block_failed(Waiter waiter, WaitRun& r) {
+    const DeviceStatus failed = other_block_failed();
+    ASSERT_NO_FATAL_FAILURE(run(wait_for_late_arrival, 64, waiter, failed, r));
+    EXPECT_EQ(r.status.block, failed.block);
+    EXPECT_EQ(r.status.site, failed.site);
+}
+
 TEST(BoundedWaitOwn, WaitsOnWhenAnotherBlockHasFailed) {
     if (!has_gpu()) {
         GTEST_SKIP() << "no GPU";
     }
-    const DeviceStatus failed = other_block_failed();
     WaitRun r{};
-    ASSERT_NO_FATAL_FAILURE(run(wait_for_late_arrival, 64, Waiter::kBoundedWaitOwn, failed, r));
+    ASSERT_NO_FATAL_FAILURE(wait_after_another_block_failed(Waiter::kBoundedWaitOwn, r));
     EXPECT_EQ(r.outcome.landed, 1);
     EXPECT_GE(r.outcome.waited_ns, kLateArrivalNs);
-    // The other block's record stays: the first error names the root cause.
-    EXPECT_EQ(r.status.block, failed.block);
-    EXPECT_EQ(r.status.site, failed.site);
 }
 
 TEST(BoundedWait, GivesUpAtOnceWhenAnotherBlockHasFailed) {
     if (!has_gpu()) {
         GTEST_SKIP() << "no GPU";
     }
-    const DeviceStatus failed = other_block_failed();
     WaitRun r{};
-    ASSERT_NO_FATAL_FAILURE(run(wait_for_late_arrival, 64, Waiter::kBoundedWait, failed, r));
+    ASSERT_NO_FATAL_FAILURE(wait_after_another_block_failed(Waiter::kBoundedWait, r));
     EXPECT_EQ(r.outcome.landed, 0);
     EXPECT_LT(r.outcome.waited_ns, kLateArrivalNs);
-    EXPECT_EQ(r.status.block, failed.block);
-    EXPECT_EQ(r.status.site, failed.site);
 }
 
 }  // namespace
