@@ -169,7 +169,7 @@ std::vector<int64_t> row_tokens(const TwoRankTransport& t, int32_t rank, RowOrig
 // Rows of the gather copy checked against their source after the timed runs.
 constexpr int kCheckedGatherRows = 64;
 
-// The SM copy kernel's loop over the dispatch's remote rows (sm_copy.hpp), into `scratch`.
+// The SM copy kernel's loop over the dispatch's remote rows (sm_copy.hpp), densely into a buffer of the case's.
 // `bulk_issuers` > 0: the rows move by bulk copies through shared memory, issued by that many threads per block
 // (enqueue_sm_bulk_gather_copy). RowOrigin::kLocal (bulk only): the rank's own rows instead, HBM to HBM: what an SM
 // copies of the rows that do not cross NVLink, which the dispatch's SMs copy beside the remote ones.
@@ -192,7 +192,7 @@ Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& ti
                                 "token, through shared-memory stages"
                               : "SM pull copy of the dispatch's remote rows, scattered by token");
     std::vector<std::unique_ptr<DeviceBuffer<uint64_t>>> offsets;
-    std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> landed;  // each rank's remote rows, densely
+    std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> landed;  // each rank's copied rows, densely
     std::vector<int64_t> rows;
     std::vector<std::vector<int64_t>> tokens;
     for (int32_t r = 0; r < kRanks; ++r) {
@@ -224,7 +224,8 @@ Case gather_case(const TwoRankTransport& t, int32_t sms, const TimingOptions& ti
         },
         timing);
     t.check_status();  // a bulk row that did not land within the budget
-    // What landed is the other rank's x rows, in order (sampled).
+    // What landed is the source rank's x rows (the other rank's, or this one's for the local rows), in order
+    // (sampled).
     const int64_t hidden = t.setup().model.hidden;
     std::vector<uint16_t> row(hidden);
     for (int32_t r = 0; r < kRanks; ++r) {

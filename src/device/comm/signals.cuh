@@ -17,8 +17,9 @@ namespace mok::comm {
 // Waits for a flag written by another rank (or by this rank through its own window). System scope. Every poll is an
 // acquire load: the one that sees the target synchronizes with the writer's release, so the writer's data (stored
 // before its release) is visible from here on. An acquire load rather than relaxed polls and a fence.acq_rel: the
-// fence's release half would wait for this thread's earlier writes to drain system-wide (MEMBAR.SYS), which the
-// dispatch's control warp paid at every team's first gates and the combine at every slot it waits for.
+// fence's release half would also wait for this thread's earlier writes to drain system-wide (MEMBAR.SYS), which a
+// profile of the dispatch showed at every team's first gates and which the combine ran for every slot it waits for
+// (docs/transport.md, section 12, "Flags observed by acquire loads").
 __device__ __forceinline__ bool wait_flag_sys(const device::WaitContext& ctx, WaitSite site, const uint64_t* flag,
                                               uint64_t target) {
     return device::bounded_wait(

@@ -35,8 +35,8 @@ __device__ __forceinline__ uint64_t ld_relaxed_gpu(const uint64_t* ptr) {
 
 // Acquire at system scope: one load that both observes a flag another device (or this one, through its window) wrote
 // with release semantics and orders the caller's later reads and writes after it. It orders only what follows: unlike
-// a fence.acq_rel after a relaxed load, it does not also wait for the caller's earlier writes to drain, which at
-// system scope (MEMBAR.SYS) costs microseconds while the SM's copies are in flight.
+// a fence.acq_rel after a relaxed load, it does not also wait for the caller's earlier writes to drain (MEMBAR.SYS at
+// system scope).
 __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
     uint64_t value;
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(ptr) : "memory");
@@ -131,9 +131,9 @@ __device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* ptr) {
 
 // ---- Fences. ----
 
-// Acquire-release fence at system scope. After relaxed polls it is the acquire half of "observe"; before
-// relaxed flag stores it is the release half of "publish". Cumulative: writes this thread observed from other
-// threads (through a bar.sync or an earlier acquire) are released too.
+// Acquire-release fence at system scope: before relaxed flag stores it is the release half of "publish" (observing
+// polls with acquire loads instead, ld_acquire_sys). Cumulative: writes this thread observed from other threads
+// (through a bar.sync or an earlier acquire) are released too.
 __device__ __forceinline__ void fence_acq_rel_sys() {
     cuda::ptx::fence(cuda::ptx::sem_acq_rel, cuda::ptx::scope_sys);
 }
