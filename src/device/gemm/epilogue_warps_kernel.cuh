@@ -68,6 +68,12 @@ consteval HandoffRegisterSplit handoff_registers() {
     }
 }
 
+// Whether the consumers skip the K loop of a row block without data (block_without_rows). Not where a form splits the
+// registers itself: DgradDownForm's consumers compile clean at 208 and no more, and the skip's row count, live in
+// the consumer, spills one register there.
+template <class Form>
+inline constexpr bool kHandoffConsumerSkipsEmptyBlocks = !SplitsRegistersItself<Form>;
+
 // The epilogue warps' wait budget, in units of the launch's timeout: above the consumers' (they wait on them), so
 // that a timeout names the upstream wait that caused it.
 inline constexpr uint64_t kEpilogueWaitBudgets = 3;
@@ -110,7 +116,8 @@ __device__ void run_handoff_consumer(const typename Form::Params& params, Handof
     int32_t tile_number = 0;
     for (Tile tile; scheduler.next(tile); ++tile_number) {
         float acc[kNumAccumulators];
-        if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, wg, thread_in_wg, acc)) {
+        if (!run_mainloop<Form, kHandoffConsumerSkipsEmptyBlocks<Form>>(tile, smem, pipe, state, wait_ctx, wg,
+                                                                        wg * WGMMA_M, wg, thread_in_wg, acc)) {
             return;
         }
         if (!handoff.acquire(wait_ctx, wg, tile_number)) {

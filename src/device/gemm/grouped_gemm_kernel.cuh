@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/device_status.hpp"
 #include "device/comm/ring.cuh"
@@ -151,6 +152,44 @@ __device__ __forceinline__ void mask_k_tail(uint8_t* stage_a, uint8_t* stage_b, 
                             kNumConsumerWarpgroups * kThreadsPerWarpgroup);
 }
 
+// Whether a form's tiles are row tiles of the grouped row space (gate/up, down, dgrad), whose `Tile::num_rows` counts
+// the rows of the tile that hold data. The weight gradients' tiles are output tiles, whose K is the expert's rows.
+template <class Form>
+inline constexpr bool kRowTiles = std::is_same_v<typename Form::Scheduler, GroupedRowScheduler>;
+
+// Whether the 64-row A block of a row tile that begins at `block_first_row` holds no data row: the padding of an
+// expert's last row tile, which the plan pads to BLOCK_M. The warpgroup that owns such a block computes nothing for
+// it (no epilogue stores a row past `Tile::num_rows`), which saves the tensor pipe the MMA and the energy of
+// multiplying padding; the loads stay as they are. Broadcast from lane 0, so that ptxas sees a warp-uniform branch
+// around the K loop: a K loop on a path it cannot prove uniform gets its wgmma serialised (C7518).
+template <class Form, bool kSkipEmptyBlocks>
+__device__ __forceinline__ bool block_without_rows(const Tile& tile, int block_first_row) {
+    if constexpr (kRowTiles<Form> && kSkipEmptyBlocks) {
+        return __shfl_sync(0xffffffffu, tile.num_rows <= block_first_row ? 1 : 0, 0) != 0;
+    } else {
+        return false;
+    }
+}
+
+// The K loop of a warpgroup whose A block holds no data row: each stage is awaited, so that the ring's phases
+// stay in step with the other warpgroup's, and handed back at once, unread. The accumulator is left as it is: its
+// rows are padding, which the epilogues compute on but never store, as they always did with the padding rows' loaded
+// values. Zeroing it here would define accumulator registers outside wgmma, and ptxas would serialise every wgmma
+// of the kernel for it (C7515).
+template <class Pipe>
+__device__ __forceinline__ bool skip_mainloop(const Tile& tile, Pipe& pipe, typename Pipe::State& state,
+                                              const device::WaitContext& wait_ctx) {
+    const uint32_t lane = threadIdx.x % 32;
+    for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
+        if (!pipe.consumer_wait(wait_ctx, state)) {
+            return false;
+        }
+        pipe.consumer_release(state.index, lane);
+        state.advance();
+    }
+    return true;
+}
+
 // One K block: four m64nBLOCK_Nk16 wgmma over the stage's BLOCK_K = 64, on the stage's 64-row A block `a_block`.
 template <class Form>
 __device__ __forceinline__ void mma_stage(const uint8_t* stage_a, const uint8_t* stage_b, int a_block,
@@ -169,11 +208,16 @@ __device__ __forceinline__ void mma_stage(const uint8_t* stage_a, const uint8_t*
 // The accumulator is touched only by wgmma here -- no reads, no zeroing -- so the compiler keeps it in place
 // and injects no extra waits (a tile with no K blocks is the epilogue's business). Shared by both arrangements:
 // `Storage` has the stage arrays a and b, `Pipe` the wait and release of a stage; the warpgroup reads A block
-// `a_block` of each stage (its own 64 rows; the ping-pong arrangement's stages hold one block).
-template <class Form, class Storage, class Pipe>
+// `a_block` of each stage (its own 64 rows; the ping-pong arrangement's stages hold one block), which begins at row
+// `block_first_row` of the tile; a block without data rows takes skip_mainloop instead, unless the caller says
+// otherwise (kSkipEmptyBlocks: the test needs the tile's row count, so a register, in the consumer).
+template <class Form, bool kSkipEmptyBlocks = true, class Storage, class Pipe>
 __device__ __forceinline__ bool run_mainloop(const Tile& tile, Storage& smem, Pipe& pipe, typename Pipe::State& state,
-                                             const device::WaitContext& wait_ctx, int a_block, int wg, int thread_in_wg,
-                                             float (&acc)[kNumAccumulators]) {
+                                             const device::WaitContext& wait_ctx, int a_block, int block_first_row,
+                                             int wg, int thread_in_wg, float (&acc)[kNumAccumulators]) {
+    if (block_without_rows<Form, kSkipEmptyBlocks>(tile, block_first_row)) {
+        return skip_mainloop(tile, pipe, state, wait_ctx);
+    }
     const uint32_t lane = threadIdx.x % 32;
     uint32_t previous_stage = 0;
     for (int k_block = 0; k_block < tile.num_k_blocks; ++k_block) {
@@ -231,7 +275,7 @@ __device__ void run_consumer(const typename Form::Params& params, GemmSharedStor
             Form::begin_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
         }
         float acc[kNumAccumulators];
-        if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, wg, thread_in_wg, acc)) {
+        if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, wg * WGMMA_M, wg, thread_in_wg, acc)) {
             if constexpr (HasTileBegin<Form>) {
                 Form::abandon_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
             }

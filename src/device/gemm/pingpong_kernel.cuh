@@ -141,7 +141,8 @@ __device__ void run_pingpong_consumer(const typename Form::Params& params, typen
             turns.end_turn(wg);
             return;
         }
-        const bool loaded = run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, 0, wg, thread_in_wg, acc);
+        const bool loaded = run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, 0,
+                                               static_cast<int>(rank) * kPingPongRows, wg, thread_in_wg, acc);
         turns.end_turn(wg);
         if (!loaded) {
             return;
