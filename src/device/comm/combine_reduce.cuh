@@ -8,8 +8,8 @@
 //
 // The arithmetic is src/common/fp32_ops.hpp and src/common/bf16.hpp, the functions the CPU reference uses, so the
 // bits match it. One thread owns each (token, 8-element column group): one writer per output element.
-// Before reading a slot's row the block waits for its flag (combine_ready >= this pass's sequence; relaxed polls,
-// acquire fence at system scope, by the thread that polls; the block barrier then extends it to every thread).
+// Before reading a slot's row the block waits for its flag (combine_ready >= this pass's sequence; acquire loads at
+// system scope, by the thread that polls; the block barrier then extends the order to every thread).
 #pragma once
 
 #include <cstdint>

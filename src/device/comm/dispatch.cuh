@@ -4,8 +4,8 @@
 // Row r of the owner's row space (the plan's row_source[r] names its source rank and token) lands in ring slot
 // r mod ring_rows. Ordering, per tile t (rows [128 t, 128 t + 128)), on the row copy (row_copy.cuh):
 //   1. before loading: for each source rank not yet seen, wait until it announced its rows for this step
-//      (route_ready[step parity][source] >= step for x rows, grads_ready[source] >= step for dy rows; relaxed
-//      polls + acquire fence at system scope);
+//      (route_ready[step parity][source] >= step for x rows, grads_ready[source] >= step for dy rows; polled
+//      by acquire loads at system scope);
 //   2. before storing into the ring: when t >= ring_tiles, wait until tile t - ring_tiles (same slots, previous
 //      lap) was released by its consumer (ring_free >= this pass's sequence; acquire at GPU scope);
 //   3. after every copy thread's stores (the done barrier): ring_ready[t] = sequence (release at GPU scope). A consumer

@@ -29,7 +29,7 @@
 // holds for rings of a single tile. An issuer therefore never waits for the next tile's listing before it has handed
 // the current one back: it looks at the buffer's `listed` word and goes on without it.
 //
-// Memory order. An open gate has issued its acquire fence (signals.cuh); ready[b] (or the `listed` word's
+// Memory order. An open gate has observed its flags by acquire loads (signals.cuh); ready[b] (or the `listed` word's
 // release/acquire) orders the issuer after it, and the issuer's proxy fence orders its bulk copies (async proxy) after
 // that. Before an issuer arrives on done[b] its stores are complete (bulk wait_group 0) and fenced back to the
 // generic proxy, so that the control warp's finish, whose release fence is cumulative, covers them.

@@ -6,7 +6,7 @@
 // peer mappings (the ranks of the EP group), and is what every cross-rank flag uses. The transport's rule for a
 // flag is always one of two patterns:
 //   publish: data writes; then a release (a release store, or a release fence and relaxed stores);
-//   observe: relaxed polls until the flag reads the awaited value; then an acquire fence; then data reads.
+//   observe: acquire loads of the flag until one reads the awaited value; then data reads.
 // Plain loads and stores of the data itself need no order: the release and acquire around them carry it.
 #pragma once
 
@@ -19,7 +19,7 @@ namespace mok::ptx {
 // ---- Loads of flags. ----
 
 // Relaxed at system scope: polls a flag another rank (or another kernel) writes. Never cached in a register or
-// L1 across iterations, so a spin sees a peer's store; orders nothing by itself (an acquire fence follows).
+// L1 across iterations, so a spin sees a peer's store; orders nothing (waits observe with ld_acquire_sys).
 __device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* ptr) {
     uint64_t value;
     asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(ptr) : "memory");
