@@ -159,9 +159,10 @@ inline constexpr bool kRowTiles = std::is_same_v<typename Form::Scheduler, Group
 
 // Whether the 64-row A block of a row tile that begins at `block_first_row` holds no data row: the padding of an
 // expert's last row tile, which the plan pads to BLOCK_M. The warpgroup that owns such a block computes nothing for
-// it (no epilogue stores a row past `Tile::num_rows`), which saves the tensor pipe the MMA and the energy of
-// multiplying padding; the loads stay as they are. Broadcast from lane 0, so that ptxas sees a warp-uniform branch
-// around the K loop: a K loop on a path it cannot prove uniform gets its wgmma serialised (C7518).
+// it (no epilogue stores a row past `Tile::num_rows`); the loads stay as they are. Measured, it gains 1-2% in the
+// down projection where experts are small and nothing in gate/up, whose padded tiles cost their loads and their
+// wave, not their MMA (docs/gemm.md, "Padding blocks without MMA"). Broadcast from lane 0, so that ptxas sees a
+// warp-uniform branch around the K loop: a K loop on a path it cannot prove uniform gets its wgmma serialised (C7518).
 template <class Form, bool kSkipEmptyBlocks>
 __device__ __forceinline__ bool block_without_rows(const Tile& tile, int block_first_row) {
     if constexpr (kRowTiles<Form> && kSkipEmptyBlocks) {
