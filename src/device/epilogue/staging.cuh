@@ -4,7 +4,7 @@
 // lane l) owns rows 16w + l/4 and 16w + l/4 + 8, and in each group of eight columns the pair 2(l%4), 2(l%4)+1;
 // register 4i + x is column group i, row (x / 2) * 8, column x % 2.
 // Fragments go to a 64 x 128 bf16 staging tile (256-byte rows) with the 16-byte chunk index XOR-ed with the
-// row mod 8: the warp's 4-byte writes (eight rows, one chunk column) then hit 32 distinct banks, and the
+// row mod 8: a stmatrix's eight 16-byte rows of one matrix (one chunk column) then hit 32 distinct banks, and the
 // 16-byte reads of one row by eight consecutive threads stay conflict-free. Rows are then stored whole,
 // 16 bytes per thread, to wherever the caller maps each row (a plain row, a scattered row, or nowhere).
 #pragma once
@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "device/gemm/gemm_config.cuh"
+#include "device/ptx/matrix_store.cuh"
 #include "device/ptx/warpgroup.cuh"
 
 namespace mok::epilogue {
@@ -35,6 +36,25 @@ struct Fragment {
     }
 };
 
+// The 16-byte row that the thread addresses when its warp stores two column groups i and i + 1 of its 16 rows
+// with one stmatrix .x4 (stage_group_pair): the four matrices are (rows 0-7, group i), (rows 8-15, group i),
+// (rows 0-7, group i + 1) and (rows 8-15, group i + 1), the order of the fragment's registers 4i .. 4i + 3 and
+// 4(i + 1) .. 4(i + 1) + 3, and lane l addresses row l % 8 of matrix l / 8.
+struct MatrixLane {
+    int row;    // within the warpgroup's 64
+    int group;  // 0: group i, 1: group i + 1
+
+    __device__ static MatrixLane of_thread(int thread_in_wg) {
+        const int warp = thread_in_wg / 32;
+        const int lane = thread_in_wg % 32;
+        return {warp * 16 + (lane / 8 % 2) * 8 + lane % 8, lane / 16};
+    }
+
+    __device__ static MatrixLane of(const Fragment& f) {
+        return of_thread((f.row / 16) * 32 + (f.row % 16) * 4 + f.col / 2);
+    }
+};
+
 // kRowBytes: the staging tile's row pitch, a multiple of 128 bytes (the swizzle's eight chunks).
 template <int kRowBytes = gemm::kStagingRowBytes>
 __device__ __forceinline__ uint32_t staging_offset(int row, int chunk) {
@@ -47,19 +67,26 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The four bf16x2 words of column groups i and i + 1 (value(g, x): the fp32 value of group g, register x), rounded
+// and stored by one stmatrix .x4 at `row_address`, the address of the 16-byte row MatrixLane names. A warp's 4-byte
+// stores took four instructions for what one stmatrix moves, and at 256 rows per expert the weight gradients'
+// staging, which the tensor cores wait out between two short K loops, cost their stages about 15% (docs/gemm.md,
+// "Staging by stmatrix").
+template <typename ValueFn>
+__device__ __forceinline__ void stage_group_pair(uint8_t* row_address, int i, ValueFn&& value) {
+    ptx::stmatrix_x4(row_address, pack_bf16x2(value(i, 0), value(i, 1)), pack_bf16x2(value(i, 2), value(i, 3)),
+                     pack_bf16x2(value(i + 1, 0), value(i + 1, 1)), pack_bf16x2(value(i + 1, 2), value(i + 1, 3)));
+}
+
 // Writes kGroups column groups (8 columns each) of the fragment into staging columns [8 first_group, ...):
 // value(i, x) gives the fp32 value of column group i, register x (see the layout above).
 template <int kGroups, typename ValueFn>
 __device__ __forceinline__ void stage_fragment(uint8_t* staging, const Fragment& f, int first_group, ValueFn&& value) {
+    static_assert(kGroups % 2 == 0, "column groups are stored in pairs, one stmatrix each");
+    const MatrixLane m = MatrixLane::of(f);
 #pragma unroll
-    for (int i = 0; i < kGroups; ++i) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int row = f.row + half * 8;
-            const int chunk = first_group + i;
-            const uint32_t word = pack_bf16x2(value(i, 2 * half), value(i, 2 * half + 1));
-            *reinterpret_cast<uint32_t*>(staging + staging_offset(row, chunk) + f.col * gemm::kBf16Bytes) = word;
-        }
+    for (int i = 0; i < kGroups; i += 2) {
+        stage_group_pair(staging + staging_offset(m.row, first_group + i + m.group), i, value);
     }
 }
 

@@ -40,7 +40,7 @@ struct WeightGradOutput {
 };
 
 // Fresh mode: the warpgroup's 64 x 256 slice, rounded to bf16, leaves by TMA in kFreshBoxes boxes of 64 rows x 64
-// columns (128-byte rows, swizzled, so the fragment's 4-byte writes in shared memory are free of bank conflicts),
+// columns (128-byte rows, swizzled, so the eight 16-byte rows of each stmatrix matrix fall in distinct banks),
 // alternating between the staging buffer's halves. The stores drain while the warpgroup goes on to its next tile:
 // with few rows per expert the K loop is a few blocks long and the gradient is as large as the weights, so the
 // writes must overlap the next tile's K loop instead of holding the consumers in the epilogue. Per box: one thread
@@ -53,35 +53,29 @@ inline constexpr uint32_t kFreshBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  
 static_assert(kStagingHalves * kFreshBoxBytes <= gemm::kStagingBytesPerWarpgroup,
               "two gradient boxes fit one warpgroup's staging buffer");
 
-// The offset of the fragment's bf16 pair for column group `group` of a fresh box, row `row` (< 64): one 16-byte
-// chunk per group, its index XOR-ed with the row mod 8 as TMA's 128-byte swizzle lays the box out.
-__device__ __forceinline__ uint32_t fresh_box_offset(int row, int group, const Fragment& f) {
+// The offset of the 16-byte row `row` (< 64) of column group `group` of a fresh box: its chunk index XOR-ed with the
+// row mod 8, as TMA's 128-byte swizzle lays the box out.
+__device__ __forceinline__ uint32_t fresh_box_offset(int row, int group) {
     return static_cast<uint32_t>(row) * ptx::kSwizzleBytes +
-           static_cast<uint32_t>((group ^ (row % kSwizzleRows)) * kChunkBytes) +
-           static_cast<uint32_t>(f.col * gemm::kBf16Bytes);
+           static_cast<uint32_t>((group ^ (row % kSwizzleRows)) * kChunkBytes);
 }
 
-// The fragment's part of fresh box `box` (columns [64 box, 64 box + 64) of the warpgroup's slice), rounded to bf16
-// into `box_base` in the box's swizzled layout; zeros where the tile has no rows.
-__device__ __forceinline__ void stage_fresh_box(uint8_t* box_base, const Fragment& f,
+// The warp's part of fresh box `box` (columns [64 box, 64 box + 64) of the warpgroup's slice), rounded to bf16
+// into `box_base` in the box's swizzled layout, two column groups per stmatrix; zeros where the tile has no rows.
+__device__ __forceinline__ void stage_fresh_box(uint8_t* box_base, const MatrixLane& m,
                                                 const float (&acc)[gemm::kNumAccumulators], int box, bool has_rows) {
     constexpr int kGroupsPerBox = kFreshBoxCols / 8;
+    const auto value = [&](int i, int x) { return has_rows ? acc[(box * kGroupsPerBox + i) * 4 + x] : 0.0f; };
 #pragma unroll
-    for (int i = 0; i < kGroupsPerBox; ++i) {
-        const int group = box * kGroupsPerBox + i;
-#pragma unroll
-        for (int row_half = 0; row_half < 2; ++row_half) {
-            const float lo = has_rows ? acc[group * 4 + row_half * 2] : 0.0f;
-            const float hi = has_rows ? acc[group * 4 + row_half * 2 + 1] : 0.0f;
-            *reinterpret_cast<uint32_t*>(box_base + fresh_box_offset(f.row + row_half * 8, i, f)) = pack_bf16x2(lo, hi);
-        }
+    for (int i = 0; i < kGroupsPerBox; i += 2) {
+        stage_group_pair(box_base + fresh_box_offset(m.row, i + m.group), i, value);
     }
 }
 
 __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
                                                         int row_begin, const float (&acc)[gemm::kNumAccumulators],
                                                         int wg, int thread_in_wg, const EpilogueContext& e) {
-    const Fragment f = Fragment::of_thread(thread_in_wg);
+    const MatrixLane m = MatrixLane::of_thread(thread_in_wg);
     const int32_t first_row = row_begin + wg * gemm::WGMMA_M;
     const int32_t first_col = tile.n_idx * gemm::BLOCK_N;
     const bool has_rows = tile.num_rows > 0;
@@ -93,7 +87,7 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
             ptx::bulk_wait_group_read<kStagingHalves - 1>();
         }
         staging_barrier(e.warpgroup);
-        stage_fresh_box(half, f, acc, box, has_rows);
+        stage_fresh_box(half, m, acc, box, has_rows);
         // The values are generic-proxy writes the TMA store (async proxy) reads.
         ptx::fence_proxy_async_shared_cta();
         staging_barrier(e.warpgroup);
@@ -113,12 +107,12 @@ inline constexpr int kFreshHandoffBytes = kFreshBoxes * static_cast<int>(kFreshB
 __device__ __forceinline__ void stage_fresh_weight_grad(const gemm::Tile& tile,
                                                         const float (&acc)[gemm::kNumAccumulators], uint8_t* buffer,
                                                         int thread_in_wg) {
-    const Fragment f = Fragment::of_thread(thread_in_wg);
+    const MatrixLane m = MatrixLane::of_thread(thread_in_wg);
     // An expert without rows ran no K loop: its gradient is zeros, whatever the accumulator holds.
     const bool has_rows = tile.num_rows > 0;
 #pragma unroll
     for (int box = 0; box < kFreshBoxes; ++box) {
-        stage_fresh_box(buffer + box * kFreshBoxBytes, f, acc, box, has_rows);
+        stage_fresh_box(buffer + box * kFreshBoxBytes, m, acc, box, has_rows);
     }
     // The values are generic-proxy writes that the epilogue thread's TMA stores (async proxy) read; the hand-off's
     // release/acquire then orders them before those stores.
