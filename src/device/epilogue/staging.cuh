@@ -69,9 +69,9 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 // The four bf16x2 words of column groups i and i + 1 (value(g, x): the fp32 value of group g, register x), rounded
 // and stored by one stmatrix .x4 at `row_address`, the address of the 16-byte row MatrixLane names. A warp's 4-byte
-// stores took four instructions for what one stmatrix moves, and at 256 rows per expert the weight gradients'
-// staging, which the tensor cores wait out between two short K loops, cost their stages about 15% (docs/gemm.md,
-// "Staging by stmatrix").
+// stores took four instructions for what one stmatrix moves; measured, the weight gradients at 256 rows per expert,
+// whose staging sits between two short K loops, gain 1-2% and the other forms nothing: the staged bytes, not the
+// instructions, are what the K loop feels (docs/gemm.md, "The weight gradients' epilogue traffic").
 template <typename ValueFn>
 __device__ __forceinline__ void stage_group_pair(uint8_t* row_address, int i, ValueFn&& value) {
     ptx::stmatrix_x4(row_address, pack_bf16x2(value(i, 0), value(i, 1)), pack_bf16x2(value(i, 2), value(i, 3)),
