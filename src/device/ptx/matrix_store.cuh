@@ -13,8 +13,8 @@ namespace mok::ptx {
 // barrier or fence, as after any store.
 __device__ __forceinline__ void stmatrix_x4(void* row_address, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
     const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r0),
-                 "r"(r1), "r"(r2), "r"(r3)
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
                  : "memory");
 }
 
