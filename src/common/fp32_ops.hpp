@@ -129,6 +129,30 @@ MOK_HOST_DEVICE MOK_INLINE float exp_general(float x) {
 
 }  // namespace exp_detail
 
+// exp's one-factor path: e^x where 2^n is a normal float, and whether it is (`in_range`). Where it is not, `value`
+// is meaningless and exp_general gives e^x. No branch: a caller with several arguments computes them all, then
+// takes the general path for those out of range, so that the arithmetic of its arguments interleaves.
+struct ExpInRange {
+    float value;
+    bool in_range;
+};
+
+MOK_HOST_DEVICE MOK_INLINE ExpInRange exp_in_normal_range(float x) {
+    using namespace exp_detail;
+    constexpr int32_t kMinNormalExponent = -126;
+    constexpr int32_t kExponentBias = 127;
+    constexpr uint32_t kNormalExponents = 254;  // n in [-126, 127]
+    constexpr int kMantissaBits = 23;
+    const float t = fma(x, kLog2e, kRoundShift);
+    // t = 1.5 * 2^23 + n exactly while |n| < 2^22, so the bit patterns differ by n; for larger |x| the difference
+    // is far outside [-126, 127] and the general path takes x. So does NaN, with no test of its own: t is then a
+    // NaN, whose bits (exponent all ones, either sign) differ from the shift's by at least 2^29 in magnitude.
+    const auto ni = static_cast<int32_t>(bits_of(t) - bits_of(kRoundShift));
+    const float er = exp_reduced(x, sub(t, kRoundShift));
+    return {mul(er, from_bits(static_cast<uint32_t>(ni + kExponentBias) << kMantissaBits)),
+            static_cast<uint32_t>(ni - kMinNormalExponent) < kNormalExponents};
+}
+
 // e^x to within 2 ulp over the whole fp32 range, from the operations above only, so that the CPU and the GPU
 // agree bit for bit (the CUDA and C library expf differ in their last bits). Cody-Waite reduction
 // x = n ln2 + r with |r| <= ln2/2, a polynomial for e^r (exp_reduced), then an exact scaling by 2^n.
@@ -139,20 +163,8 @@ MOK_HOST_DEVICE MOK_INLINE float exp_general(float x) {
 // same bits wherever both apply (tests/common/fp32_exp_test.cpp compares them); the one-factor path saves the
 // SwiGLU epilogues about ten instructions per element, which the backward's epilogue is bound by (docs/gemm.md).
 MOK_HOST_DEVICE MOK_INLINE float exp(float x) {
-    using namespace exp_detail;
-    constexpr int32_t kMinNormalExponent = -126;
-    constexpr int32_t kMaxNormalExponent = 127;
-    constexpr int32_t kExponentBias = 127;
-    constexpr int kMantissaBits = 23;
-    const float t = fma(x, kLog2e, kRoundShift);
-    // t = 1.5 * 2^23 + n exactly while |n| < 2^22, so the bit patterns differ by n; for larger |x| the difference
-    // is far outside [-126, 127] and the general path takes x.
-    const auto ni = static_cast<int32_t>(bits_of(t) - bits_of(kRoundShift));
-    if (x == x && ni >= kMinNormalExponent && ni <= kMaxNormalExponent) {
-        const float er = exp_reduced(x, sub(t, kRoundShift));
-        return mul(er, from_bits(static_cast<uint32_t>(ni + kExponentBias) << kMantissaBits));
-    }
-    return exp_general(x);
+    const ExpInRange e = exp_in_normal_range(x);
+    return e.in_range ? e.value : exp_detail::exp_general(x);
 }
 
 }  // namespace mok::fp32

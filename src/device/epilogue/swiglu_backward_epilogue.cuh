@@ -33,6 +33,7 @@
 #include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/row_store_epilogue.cuh"
 #include "device/epilogue/staging.cuh"
+#include "device/epilogue/swiglu_activations.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/ptx/cache.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
@@ -68,32 +69,41 @@ __device__ __forceinline__ void select_pass_values(const float (&acc)[gemm::kNum
     }
 }
 
-// The SwiGLU backward of two neighbouring columns a, a + 1 of a row: dh holds bf16(dh') of both, g2 and u2 their
-// pre-activations. Returns dg and du as bf16 pairs and the pair's router-partial leaf, fma(dh'_b, h_b,
-// fma(dh'_a, h_a, 0)). Both ways of running the epilogue call this, so they cannot differ in arithmetic.
+// The SwiGLU backward of two neighbouring columns a, a + 1 of a row: dh holds bf16(dh') of both, g and u their
+// pre-activations, act their swiglu::activation (computed for several pairs at once by swiglu_activations). Returns
+// dg and du as bf16 pairs and the pair's router-partial leaf, fma(dh'_b, h_b, fma(dh'_a, h_a, 0)). Both ways of
+// running the epilogue call this, so they cannot differ in arithmetic.
 struct SwigluBackwardPair {
     uint32_t dg;  // bf16 x 2
     uint32_t du;  // bf16 x 2
     float leaf;
 };
 
-__device__ __forceinline__ SwigluBackwardPair swiglu_backward_pair(__nv_bfloat162 g2, __nv_bfloat162 u2,
-                                                                   const float (&dh)[2], float weight) {
-    const float g[2] = {__low2float(g2), __high2float(g2)};
-    const float u[2] = {__low2float(u2), __high2float(u2)};
+__device__ __forceinline__ SwigluBackwardPair swiglu_backward_pair(const float* g, const float* u,
+                                                                   const swiglu::Activation* act, const float (&dh)[2],
+                                                                   float weight) {
     float dg[2];
     float du[2];
     float leaf = 0.0f;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-        const swiglu::Activation act = swiglu::activation(g[c]);
-        const float h = round_to_bf16(swiglu::forward(u[c], act));
+        const float h = round_to_bf16(swiglu::forward(u[c], act[c]));
         leaf = fp32::fma(dh[c], h, leaf);
-        const swiglu::Grads grads = swiglu::backward(g[c], u[c], fp32::mul(weight, dh[c]), act);
+        const swiglu::Grads grads = swiglu::backward(g[c], u[c], fp32::mul(weight, dh[c]), act[c]);
         dg[c] = grads.dg;
         du[c] = grads.du;
     }
     return {pack_bf16x2(dg[0], dg[1]), pack_bf16x2(du[0], du[1]), leaf};
+}
+
+// The low and high halves of bf16 pairs, as fp32, in order.
+template <int kPairs>
+__device__ __forceinline__ void unpack_bf16_pairs(const __nv_bfloat162* pairs, float (&out)[2 * kPairs]) {
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+        out[2 * p] = __low2float(pairs[p]);
+        out[2 * p + 1] = __high2float(pairs[p]);
+    }
 }
 
 // The router partial's blocks: four column groups (32 columns), one staging pass of the consumers' epilogue.
@@ -178,9 +188,16 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int row = f.row + half * 8;
+                // The pair's two activations as one batch; the group's four spilled in the cooperative kernel.
+                float g[2];
+                float u[2];
+                unpack_bf16_pairs<1>(&g2[i][half], g);
+                unpack_bf16_pairs<1>(&u2[i][half], u);
+                swiglu::Activation act[2];
+                swiglu_activations(g, act);
                 const float dh[2] = {round_to_bf16(dh_values[i * 4 + half * 2]),
                                      round_to_bf16(dh_values[i * 4 + half * 2 + 1])};
-                const SwigluBackwardPair d = swiglu_backward_pair(g2[i][half], u2[i][half], dh, weight[half]);
+                const SwigluBackwardPair d = swiglu_backward_pair(g, u, act, dh, weight[half]);
                 pair_sum[half][i / 2] = i % 2 == 0 ? d.leaf : fp32::add(pair_sum[half][i / 2], d.leaf);
                 constexpr int kRowBytes = kSwigluBackwardStagingRowBytes;
                 *reinterpret_cast<uint32_t*>(staging + staging_offset<kRowBytes>(row, i) + f.col * gemm::kBf16Bytes) =
@@ -235,6 +252,10 @@ __device__ __forceinline__ void stage_swiglu_backward(uint8_t* buffer, const flo
 // over the lanes of each block and a sum of the blocks' sums. The arithmetic bounds this loop: the three warps need
 // about 95 K blocks' worth of tensor time per tile, which is why the layer runs dgrad_down here only where H >= 6144
 // (gemm::kDgradDownEpilogueWarpsMinHidden).
+// Column pairs whose activations the epilogue warps compute as one batch: all four of a lane's spill at their 88
+// registers.
+inline constexpr int kEpilogueWarpsBatchPairs = 2;
+
 template <int kThreads>
 __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
                                                       const uint8_t* buffer, int row_half, int thread) {
@@ -285,12 +306,22 @@ __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutput
         uint32_t du[kPairs];
         float leaf[kPairs];
 #pragma unroll
-        for (int p = 0; p < kPairs; ++p) {
-            const float dh[2] = {__low2float(dh2[p]), __high2float(dh2[p])};
-            const SwigluBackwardPair d = swiglu_backward_pair(g2[p], u2[p], dh, now.weight);
-            dg[p] = d.dg;
-            du[p] = d.du;
-            leaf[p] = d.leaf;
+        for (int first = 0; first < kPairs; first += kEpilogueWarpsBatchPairs) {
+            float g[2 * kEpilogueWarpsBatchPairs];
+            float u[2 * kEpilogueWarpsBatchPairs];
+            unpack_bf16_pairs<kEpilogueWarpsBatchPairs>(g2 + first, g);
+            unpack_bf16_pairs<kEpilogueWarpsBatchPairs>(u2 + first, u);
+            swiglu::Activation act[2 * kEpilogueWarpsBatchPairs];
+            swiglu_activations(g, act);
+#pragma unroll
+            for (int q = 0; q < kEpilogueWarpsBatchPairs; ++q) {
+                const int p = first + q;
+                const float dh[2] = {__low2float(dh2[p]), __high2float(dh2[p])};
+                const SwigluBackwardPair d = swiglu_backward_pair(&g[2 * q], &u[2 * q], &act[2 * q], dh, now.weight);
+                dg[p] = d.dg;
+                du[p] = d.du;
+                leaf[p] = d.leaf;
+            }
         }
         if (col_valid) {
             __nv_bfloat16* dst = out.dgu + (first_row + row) * gu_stride + col;
