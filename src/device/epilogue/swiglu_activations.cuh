@@ -14,6 +14,8 @@
 // not proved: mok_swiglu_activations_test compares it with the division for every fp32 d in [1, 2^126) on the GPU.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 #include "common/fp32_ops.hpp"
@@ -35,7 +37,7 @@ __device__ __forceinline__ float reciprocal_in_range(float d) {
 
 // a[i] = swiglu::activation(g[i]) for kCount values, bit for bit.
 template <int kCount>
-__device__ __forceinline__ void swiglu_activations(const float (&g)[kCount], swiglu::Activation (&a)[kCount]) {
+__device__ __forceinline__ void swiglu_activations(const float* g, swiglu::Activation* a) {
     // e^-g by the one-factor path; -g is exact.
     float e[kCount];
     bool any_exp_out_of_range = false;
@@ -69,6 +71,16 @@ __device__ __forceinline__ void swiglu_activations(const float (&g)[kCount], swi
 #pragma unroll
     for (int i = 0; i < kCount; ++i) {
         a[i].silu = fp32::mul(g[i], a[i].s);
+    }
+}
+
+// The low and high halves of bf16 pairs, as fp32, in order.
+template <int kPairs>
+__device__ __forceinline__ void unpack_bf16_pairs(const __nv_bfloat162* pairs, float* out) {
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+        out[2 * p] = __low2float(pairs[p]);
+        out[2 * p + 1] = __high2float(pairs[p]);
     }
 }
 

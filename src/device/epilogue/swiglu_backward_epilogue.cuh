@@ -96,16 +96,6 @@ __device__ __forceinline__ SwigluBackwardPair swiglu_backward_pair(const float* 
     return {pack_bf16x2(dg[0], dg[1]), pack_bf16x2(du[0], du[1]), leaf};
 }
 
-// The low and high halves of bf16 pairs, as fp32, in order.
-template <int kPairs>
-__device__ __forceinline__ void unpack_bf16_pairs(const __nv_bfloat162* pairs, float (&out)[2 * kPairs]) {
-#pragma unroll
-    for (int p = 0; p < kPairs; ++p) {
-        out[2 * p] = __low2float(pairs[p]);
-        out[2 * p + 1] = __high2float(pairs[p]);
-    }
-}
-
 // The router partial's blocks: four column groups (32 columns), one staging pass of the consumers' epilogue.
 inline constexpr int kRouterBlockGroups = 4;
 static_assert(kSwigluBackwardGroupsPerPass == kRouterBlockGroups, "a consumer pass covers one router block");
@@ -194,7 +184,7 @@ __device__ __forceinline__ void swiglu_backward_epilogue(const SwigluBackwardOut
                 unpack_bf16_pairs<1>(&g2[i][half], g);
                 unpack_bf16_pairs<1>(&u2[i][half], u);
                 swiglu::Activation act[2];
-                swiglu_activations(g, act);
+                swiglu_activations<2>(g, act);
                 const float dh[2] = {round_to_bf16(dh_values[i * 4 + half * 2]),
                                      round_to_bf16(dh_values[i * 4 + half * 2 + 1])};
                 const SwigluBackwardPair d = swiglu_backward_pair(g, u, act, dh, weight[half]);
@@ -312,7 +302,7 @@ __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutput
             unpack_bf16_pairs<kEpilogueWarpsBatchPairs>(g2 + first, g);
             unpack_bf16_pairs<kEpilogueWarpsBatchPairs>(u2 + first, u);
             swiglu::Activation act[2 * kEpilogueWarpsBatchPairs];
-            swiglu_activations(g, act);
+            swiglu_activations<2 * kEpilogueWarpsBatchPairs>(g, act);
 #pragma unroll
             for (int q = 0; q < kEpilogueWarpsBatchPairs; ++q) {
                 const int p = first + q;

@@ -12,6 +12,7 @@
 #include "common/swiglu.hpp"
 #include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
+#include "device/epilogue/swiglu_activations.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/scheduler/gemm_tile_scheduler.cuh"
 
@@ -39,6 +40,10 @@ __device__ __forceinline__ void stage_swiglu_quarter(uint8_t* staging, const Fra
                                       [&](int i, int x) { return acc[(q + kGroupsPerHalf + i) * 4 + x]; });
 }
 
+// Values of a chunk whose activations are computed as one straight-line batch (swiglu_activations.cuh): all eight
+// spill in the epilogue warps at their 72 registers.
+inline constexpr int kSwigluActivationBatch = 4;
+
 // Stores a staged quarter of rows [64 row_half, 64 row_half + 64) of the tile: each of `num_threads` threads
 // (`thread` is the caller's index among them) takes 16-byte chunks of g and u, stores them to gu, and computes the
 // eight matching h values from the staged bf16 -- the values the contract says h is computed from -- storing them
@@ -63,14 +68,21 @@ __device__ __forceinline__ void store_swiglu_quarter(const SwigluOutputs& out, c
         const int64_t r = first_row + row;
         *reinterpret_cast<uint4*>(out.gu + r * gu_stride + chunk_col) = g;
         *reinterpret_cast<uint4*>(out.gu + r * gu_stride + out.width + chunk_col) = u;
-        const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&g);
-        const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&u);
+        float gf[kElementsPerChunk];
+        float uf[kElementsPerChunk];
+        unpack_bf16_pairs<kElementsPerChunk / 2>(reinterpret_cast<const __nv_bfloat162*>(&g), gf);
+        unpack_bf16_pairs<kElementsPerChunk / 2>(reinterpret_cast<const __nv_bfloat162*>(&u), uf);
         uint4 h;
         uint32_t* h_words = reinterpret_cast<uint32_t*>(&h);
 #pragma unroll
-        for (int pair = 0; pair < kElementsPerChunk / 2; ++pair) {
-            h_words[pair] = pack_bf16x2(swiglu::forward(__low2float(g2[pair]), __low2float(u2[pair])),
-                                        swiglu::forward(__high2float(g2[pair]), __high2float(u2[pair])));
+        for (int first = 0; first < kElementsPerChunk; first += kSwigluActivationBatch) {
+            swiglu::Activation act[kSwigluActivationBatch];
+            swiglu_activations<kSwigluActivationBatch>(gf + first, act);
+#pragma unroll
+            for (int i = 0; i < kSwigluActivationBatch; i += 2) {
+                h_words[(first + i) / 2] =
+                    pack_bf16x2(swiglu::forward(uf[first + i], act[i]), swiglu::forward(uf[first + i + 1], act[i + 1]));
+            }
         }
         *reinterpret_cast<uint4*>(out.h + r * out.width + chunk_col) = h;
     }

@@ -62,7 +62,7 @@ __global__ void sweep_activations(Mismatches* out) {
             g[j] = __uint_as_float(batch_member(bits, j));
         }
         swiglu::Activation a[kBatch];
-        epilogue::swiglu_activations(g, a);
+        epilogue::swiglu_activations<kBatch>(g, a);
         for (int j = 0; j < kBatch; ++j) {
             const swiglu::Activation want = swiglu::activation(g[j]);
             if (!same(a[j].s, want.s) || !same(a[j].silu, want.silu)) {
