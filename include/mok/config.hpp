@@ -73,14 +73,14 @@ struct Config {
     // Records a CUDA event after each stage of every step (the transport's kernels, each expert GEMM), so that
     // MoeLayer::stage_times can say where the time goes. Costs an event record per stage; changes no result.
     bool record_stage_times = false;
-    // Where dgrad_down does not run in the epilogue warps (gemm_epilogue_warps off, or H below 6144): runs the
+    // Where dgrad_down does not run in the epilogue warps (gemm_epilogue_warps off, or H below 4096): runs the
     // routed and shared experts' dgrad through down in the ping-pong arrangement, clusters of two CTAs, each consumer
     // warpgroup a tile of its own, so that one tile's SwiGLU-backward epilogue overlaps the next one's K loop
     // (docs/gemm.md: 1.00-1.10x the cooperative arrangement for that GEMM). false runs it cooperatively like every
     // other GEMM. Changes no result.
     bool gemm_pingpong = true;
     // Runs the routed and shared experts' gate/up, down, dgrad_gate_up and fresh weight gradients, and dgrad_down
-    // where H >= 6144, in the epilogue-warps arrangement: the consumers hand each tile to the producer warpgroup's
+    // where H >= 4096, in the epilogue-warps arrangement: the consumers hand each tile to the producer warpgroup's
     // idle warps, which store it (and, for gate/up and dgrad_down, run the SwiGLU or its backward) while the next
     // tile's K loop runs (docs/gemm.md). false runs them cooperatively, and dgrad_down as gemm_pingpong says.
     // Changes no result.

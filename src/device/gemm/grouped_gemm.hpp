@@ -33,11 +33,12 @@ enum class Arrangement : int {
     kEpilogueWarps = 2,
 };
 
-// dgrad_down's epilogue warps carry the whole SwiGLU backward of a 128 x 256 tile, about 95 K blocks' worth of
-// tensor time (docs/gemm.md, "dgrad_down in the epilogue warps"); where the K loop (H / 64 blocks) is shorter they
-// hold the tensor cores up, and the ping-pong arrangement is faster. The smallest H for which a caller should choose
-// kEpilogueWarps for dgrad_down.
-inline constexpr int32_t kDgradDownEpilogueWarpsMinHidden = 6144;
+// dgrad_down's epilogue warps carry the whole SwiGLU backward of a 128 x 256 tile; where the K loop (H / 64 blocks)
+// is shorter than that they hold the tensor cores up, and the ping-pong arrangement is faster. With the activations
+// straight-line (docs/gemm.md, "The SwiGLU's activations without a branch per value") they win from H = 4096, the
+// narrowest model of the brief, at 512 rows per expert and more (1.05-1.10x ping-pong) and in the layer; below that
+// H nothing was measured. The smallest H for which a caller should choose kEpilogueWarps for dgrad_down.
+inline constexpr int32_t kDgradDownEpilogueWarpsMinHidden = 4096;
 
 struct LaunchConfig {
     cudaStream_t stream = nullptr;

@@ -215,7 +215,8 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     // spare warps, beside the next K loop (docs/gemm.md).
     g.split_epilogue_arrangement =
         config_.gemm_epilogue_warps ? gemm::Arrangement::kEpilogueWarps : gemm::Arrangement::kCooperative;
-    // dgrad_down's too where its K loop is long enough to hide them (gemm::kDgradDownEpilogueWarpsMinHidden).
+    // dgrad_down's too where its K loop is long enough to hide them (gemm::kDgradDownEpilogueWarpsMinHidden: every
+    // model of the brief).
     // Otherwise dgrad_down, whose SwiGLU-backward epilogue is the longest, is the one form that gains from the
     // ping-pong arrangement (docs/gemm.md); the other forms lose 2-12% in it.
     const bool dgrad_down_split = config_.gemm_epilogue_warps && dims_.hidden >= gemm::kDgradDownEpilogueWarpsMinHidden;
