@@ -234,19 +234,19 @@ __device__ __forceinline__ void stage_swiglu_backward(uint8_t* buffer, const flo
     stage_row_store(buffer, acc, thread_in_wg);
 }
 
+// Column pairs whose activations the epilogue warps compute as one batch: all four of a lane's spill at their 88
+// registers, and with dh' read at its row instead of a row ahead (no spill) the loop was 0.95x as fast.
+inline constexpr int kEpilogueWarpsBatchPairs = 2;
+
 // The kThreads epilogue threads run the SwiGLU backward of rows [64 row_half, 64 row_half + 64) of the tile from
 // the hand-off buffer, while the consumer runs its next K loop. A warp takes a row at a time, lane i its column
 // group i (BLOCK_N / 8 = 32 groups: the row's 256 columns), so that g, u, dg and du move as whole 512-byte runs of
 // the row, 16 bytes per lane, and dh' as one 16-byte shared-memory read per lane; the accumulator's layout (4 bytes
 // per lane, spread over eight rows) was 5-8% slower (docs/gemm.md). Each pair's router partial is then a butterfly
-// over the lanes of each block and a sum of the blocks' sums. One warp per scheduler, so the loop is as fast as its
-// instruction-level parallelism: the activations of a batch of pairs run straight-line (swiglu_activations.cuh), which
-// made it 1.04-1.22x faster and short enough for the layer to run dgrad_down here from H = 4096
-// (gemm::kDgradDownEpilogueWarpsMinHidden).
-// Column pairs whose activations the epilogue warps compute as one batch: all four of a lane's spill at their 88
-// registers, and with dh' read at its row instead of a row ahead (no spill) the loop was 0.95x as fast.
-inline constexpr int kEpilogueWarpsBatchPairs = 2;
-
+// over the lanes of each block and a sum of the blocks' sums. Each warp has a scheduler nearly to itself (the
+// consumer warps beside it mostly wait on their wgmma), so the loop runs as fast as its instruction-level parallelism
+// allows: the activations of a batch of pairs run straight-line (swiglu_activations.cuh), which made it 1.04-1.22x
+// faster and short enough for the layer to run dgrad_down here from H = 4096 (gemm::kDgradDownEpilogueWarpsMinHidden).
 template <int kThreads>
 __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
                                                       const uint8_t* buffer, int row_half, int thread) {
