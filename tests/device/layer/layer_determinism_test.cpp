@@ -12,6 +12,7 @@
 #include "api/api_problem.hpp"
 #include "common/bit_compare.hpp"
 #include "common/test_seed.hpp"
+#include "device/gemm/grouped_gemm.hpp"
 #include "layer/device_problem.hpp"
 #include "layer/layer_runs.hpp"
 #include "layer/reference_cases.hpp"
@@ -104,6 +105,32 @@ TEST(LayerDeterminism, EveryConfigGivesTheSameBits) {
         LayerOptions options = host.options();
         options.config = configs[i];
         const std::vector<Named> outputs = run_once(c, options, GradMode::kFresh, case_seed(3));
+        if (i == 0) {
+            first = outputs;
+        } else {
+            EXPECT_TRUE(same_outputs(outputs, first)) << "config " << i;
+        }
+    }
+}
+
+// dgrad_down in each of its arrangements inside the layer: the epilogue warps, which the layer chooses from
+// gemm::kDgradDownEpilogueWarpsMinHidden on (the busy problem's H is below it), ping-pong and cooperative.
+TEST(LayerDeterminism, DgradDownGivesTheSameBitsInEveryArrangement) {
+    MOK_REQUIRE_CUDA_BACKEND();
+    ProblemOptions o = problem_shape(256, gemm::kDgradDownEpilogueWarpsMinHidden, 192, 16, 4, {128});
+    o.routing = Routing::kZipf;
+    const RandomCase c = random_case(o, 2, case_seed(14));
+    SCOPED_TRACE(replay_hint() + "; " + c.description);
+    std::vector<Config> configs(3);
+    configs[1].gemm_epilogue_warps = false;  // dgrad_down in ping-pong
+    configs[2].gemm_epilogue_warps = false;  // and cooperative
+    configs[2].gemm_pingpong = false;
+    const ApiProblem host(c.problem, c.dy);
+    std::vector<Named> first;
+    for (size_t i = 0; i < configs.size(); ++i) {
+        LayerOptions options = host.options();
+        options.config = configs[i];
+        const std::vector<Named> outputs = run_once(c, options, GradMode::kFresh, case_seed(15));
         if (i == 0) {
             first = outputs;
         } else {
