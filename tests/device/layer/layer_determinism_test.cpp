@@ -46,6 +46,23 @@ std::vector<Named> run_once(const RandomCase& c, LayerOptions options, GradMode 
     return outputs_of(host, mode);
 }
 
+// Runs a fresh-gradient step of `c` under each of `configs` (outputs poisoned from `output_seed`) and expects the
+// bits of the first.
+void expect_same_bits_for_every_config(const RandomCase& c, const std::vector<Config>& configs, uint64_t output_seed) {
+    const ApiProblem host(c.problem, c.dy);
+    std::vector<Named> first;
+    for (size_t i = 0; i < configs.size(); ++i) {
+        LayerOptions options = host.options();
+        options.config = configs[i];
+        const std::vector<Named> outputs = run_once(c, options, GradMode::kFresh, output_seed);
+        if (i == 0) {
+            first = outputs;
+        } else {
+            EXPECT_TRUE(same_outputs(outputs, first)) << "config " << i;
+        }
+    }
+}
+
 TEST(LayerDeterminism, RepeatedRunsGiveTheSameBits) {
     MOK_REQUIRE_CUDA_BACKEND();
     const RandomCase c = random_case(busy_problem(), 4, case_seed(0));
@@ -99,18 +116,7 @@ TEST(LayerDeterminism, EveryConfigGivesTheSameBits) {
     configs[2].forward_combine = ForwardCombine::kDownStores;
     configs[3].forward_combine = ForwardCombine::kDownStores;
     configs[4].forward_combine = ForwardCombine::kPush;
-    const ApiProblem host(c.problem, c.dy);
-    std::vector<Named> first;
-    for (size_t i = 0; i < configs.size(); ++i) {
-        LayerOptions options = host.options();
-        options.config = configs[i];
-        const std::vector<Named> outputs = run_once(c, options, GradMode::kFresh, case_seed(3));
-        if (i == 0) {
-            first = outputs;
-        } else {
-            EXPECT_TRUE(same_outputs(outputs, first)) << "config " << i;
-        }
-    }
+    expect_same_bits_for_every_config(c, configs, case_seed(3));
 }
 
 // dgrad_down in each of its arrangements inside the layer: the epilogue warps, which the layer chooses from
@@ -125,18 +131,7 @@ TEST(LayerDeterminism, DgradDownGivesTheSameBitsInEveryArrangement) {
     configs[1].gemm_epilogue_warps = false;  // dgrad_down in ping-pong
     configs[2].gemm_epilogue_warps = false;  // and cooperative
     configs[2].gemm_pingpong = false;
-    const ApiProblem host(c.problem, c.dy);
-    std::vector<Named> first;
-    for (size_t i = 0; i < configs.size(); ++i) {
-        LayerOptions options = host.options();
-        options.config = configs[i];
-        const std::vector<Named> outputs = run_once(c, options, GradMode::kFresh, case_seed(15));
-        if (i == 0) {
-            first = outputs;
-        } else {
-            EXPECT_TRUE(same_outputs(outputs, first)) << "config " << i;
-        }
-    }
+    expect_same_bits_for_every_config(c, configs, case_seed(15));
 }
 
 // The same global batch at EP 1, 2, 4 and 8 (virtual ranks): y, dx and the router-weight gradients in global
