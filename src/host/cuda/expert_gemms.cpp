@@ -48,7 +48,7 @@ Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outpu
         const SharedExpertWeights& w = in.shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
         MOK_RETURN_IF_ERROR(timed(g, "shared_gate_up_swiglu",
-                                  gemm::gate_up_swiglu({g.shared, s.dense_x, bf16(w.gate), bf16(w.up), c.shared_gu[e],
+                                  gemm::gate_up_swiglu({g.shared, g.shared_x, bf16(w.gate), bf16(w.up), c.shared_gu[e],
                                                         c.shared_h[e], g.hidden, width},
                                                        g.split_epilogue_launch())));
         if (outputs) {
@@ -112,7 +112,7 @@ Status shared_backward_dgrads(const RankGemms& g, const RankInputs& in) {
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
         MOK_RETURN_IF_ERROR(
             timed(g, "shared_dgrad_down",
-                  gemm::dgrad_down({g.shared, s.dense_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight,
+                  gemm::dgrad_down({g.shared, g.shared_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight,
                                     s.shared_dgu[e], s.shared_partials, g.hidden, width},
                                    g.dgrad_down_launch())));
         MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
@@ -132,10 +132,10 @@ Status shared_weight_grads(const RankGemms& g, const BackwardArgs& args) {
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
         MOK_RETURN_IF_ERROR(timed(
             g, "shared_weight_grad_down",
-            gemm::weight_grad_down({g.shared_gated, s.dense_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
+            gemm::weight_grad_down({g.shared_gated, g.shared_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
                                    weight_grad_launch(g, mode))));
         MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_gate_up",
-                                  gemm::weight_grad_gate_up({g.shared_gated, s.shared_dgu[e], s.dense_x, d.gate.data,
+                                  gemm::weight_grad_gate_up({g.shared_gated, s.shared_dgu[e], g.shared_x, d.gate.data,
                                                              d.up.data, mode, g.hidden, width},
                                                             weight_grad_launch(g, mode))));
     }

@@ -24,9 +24,13 @@ struct RankGemms {
     ContextBuffers context;
     ScratchBuffers scratch;
     const float* shared_row_weight = nullptr;  // [T_pad] ones
-    StageTimeline* timeline = nullptr;         // marks each GEMM's end (stage_timeline.hpp)
-    gemm::RowTilePublish publish;              // routed_down's hand-off to the push (pipelined path), or none
-    gemm::SourceTargets to_sources;            // routed_down's rows straight to the combine rows, or none
+    // The shared experts' A operands, [T_pad, H] each: the caller's x and dy rows, or their copies in scratch
+    // (StepsImpl::stage_dense). Set once the pass has staged them.
+    const __nv_bfloat16* shared_x = nullptr;
+    const __nv_bfloat16* shared_dy = nullptr;
+    StageTimeline* timeline = nullptr;  // marks each GEMM's end (stage_timeline.hpp)
+    gemm::RowTilePublish publish;       // routed_down's hand-off to the push (pipelined path), or none
+    gemm::SourceTargets to_sources;     // routed_down's rows straight to the combine rows, or none
     // The dgrad_down launches' arrangement: the epilogue warps under Config::gemm_epilogue_warps where
     // H >= gemm::kDgradDownEpilogueWarpsMinHidden, otherwise as Config::gemm_pingpong says.
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
@@ -60,7 +64,7 @@ Status routed_gate_up(const RankGemms& g, const RankInputs& in);
 Status routed_down(const RankGemms& g, const RankInputs& in);
 
 // gate/up + SwiGLU of each shared expert into its context buffers and, with `outputs`, its down projection into
-// scratch.shared_out[s]. It reads only the staged scratch.dense_x, so it may run as soon as x is staged.
+// scratch.shared_out[s]. It reads only g.shared_x, so it may run as soon as x is staged.
 Status shared_forward_gemms(const RankGemms& g, const RankInputs& in, bool outputs);
 
 // dgrad through down and the SwiGLU backward of the routed experts (dy rows in scratch.grad_rows), with the
@@ -82,7 +86,7 @@ Status routed_weight_grad_down(const RankGemms& g, const BackwardArgs& args);
 Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args);
 
 // Each shared expert's dgrads: dg|du into scratch.shared_dgu[s] and its dx rows into scratch.shared_out[s]. It
-// reads only the staged scratch.dense_dy and the context, so it may run as soon as dy is staged.
+// reads only g.shared_dy and the context, so it may run as soon as dy is staged.
 Status shared_backward_dgrads(const RankGemms& g, const RankInputs& in);
 
 // Each shared expert's weight gradients, over the gated rows (nothing after a failed step): after

@@ -42,6 +42,19 @@ T* as(const TensorView& view) {
     return static_cast<T*>(view.data);
 }
 
+// Whether two [rows, cols] views share a byte: their spans, first element to last, intersect.
+bool overlaps(const TensorView& a, const TensorView& b) {
+    auto span = [](const TensorView& v) {
+        const auto first = reinterpret_cast<uintptr_t>(v.data);
+        const auto bytes = static_cast<uintptr_t>(((v.shape[0] - 1) * row_stride(v) + v.shape[1]) *
+                                                  static_cast<int64_t>(dtype_size(v.dtype)));
+        return std::pair<uintptr_t, uintptr_t>{first, first + bytes};
+    };
+    const auto [a_begin, a_end] = span(a);
+    const auto [b_begin, b_end] = span(b);
+    return a_begin < b_end && b_begin < a_end;
+}
+
 template <typename Peers>
 class StepsImpl final : public LayerSteps {
   public:
@@ -91,12 +104,20 @@ class StepsImpl final : public LayerSteps {
     RankGemms to_sources(RankGemms g, int32_t local) const;
     // Copies each rank's own [T, H] rows into its window.
     Status stage_window(comm::SourceRows which, std::span<const TensorView* const> rows, cudaStream_t stream) const;
-    // With shared experts: copies each rank's own [T, H] rows (x or dy; with `with_x`, x as well for the backward's
-    // shared weight gradients) into its dense scratch, which the shared experts' GEMMs read. They need nothing
-    // else of the step's transport, so the pipelined order makes these copies on the side stream, beside the window
-    // copy and the exchange on the main stream.
+    // With shared experts: makes each rank's own [T, H] rows (x or dy; with `with_x`, x as well for the backward's
+    // shared weight gradients) the shared experts' GEMM operands -- the caller's tensor itself where its rows are a
+    // whole number of row tiles, dense and 16-byte aligned (shared_operand), otherwise a copy in the rank's dense
+    // scratch -- and records which for rank_gemms. They need nothing else of the step's transport, so the pipelined
+    // order makes any copies on the side stream, beside the window copy and the exchange on the main stream.
+    // `written`, empty or one per rank: an output the pass writes before the shared experts' last read (the
+    // backward's dx, before their weight gradients), which an operand read in place must not overlap.
     Status stage_dense(comm::SourceRows which, std::span<const TensorView* const> rows,
-                       std::span<const RankInputs> with_x, cudaStream_t stream) const;
+                       std::span<const RankInputs> with_x, std::span<const TensorView* const> written,
+                       cudaStream_t stream);
+    // `rows` as the shared experts' GEMMs can read it in place, or nullptr: a TMA operand of T_pad rows needs the
+    // padding rows to exist (T a multiple of the row tile), rows one after another, and a 16-byte aligned start;
+    // and no byte of it may be in `written` (nullptr: nothing).
+    const __nv_bfloat16* shared_operand(const TensorView& rows, const TensorView* written) const;
     // SMs the side stream's GEMMs get while the transport's `comm_blocks` per rank copy, or 0 for the in-order
     // path: too few SMs would be left (many virtual ranks' copy blocks on one GPU), or stage times are recorded,
     // which charge each stage its own time only in one stream.
@@ -121,6 +142,10 @@ class StepsImpl final : public LayerSteps {
     std::vector<layout::LocalBuffers> state_;  // per rank: its persistent local block (RankStateLayout)
     std::vector<uint64_t*> out_ready_;         // per rank: RankStateLayout::out_ready
     std::vector<ScratchBuffers> scratch_;
+    // Per rank, the shared experts' x and dy operands of the current pass (stage_dense): the caller's rows or their
+    // copies in scratch.
+    std::vector<const __nv_bfloat16*> shared_x_;
+    std::vector<const __nv_bfloat16*> shared_dy_;
 };
 
 template <typename Peers>
@@ -240,6 +265,8 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.context = c;
     g.scratch = s;
     g.shared_row_weight = constants_->shared_row_weight();
+    g.shared_x = local < static_cast<int32_t>(shared_x_.size()) ? shared_x_[local] : nullptr;
+    g.shared_dy = local < static_cast<int32_t>(shared_dy_.size()) ? shared_dy_[local] : nullptr;
     g.timeline = timeline_;
     return g;
 }
@@ -257,7 +284,8 @@ Status StepsImpl<Peers>::stage_window(comm::SourceRows which, std::span<const Te
 
 template <typename Peers>
 Status StepsImpl<Peers>::stage_dense(comm::SourceRows which, std::span<const TensorView* const> rows,
-                                     std::span<const RankInputs> with_x, cudaStream_t stream) const {
+                                     std::span<const RankInputs> with_x, std::span<const TensorView* const> written,
+                                     cudaStream_t stream) {
     if (dims_.num_shared() == 0) {
         return Status::ok();
     }
@@ -276,16 +304,40 @@ Status StepsImpl<Peers>::stage_dense(comm::SourceRows which, std::span<const Ten
                               row_bytes, num_rows, cudaMemcpyDeviceToDevice, stream),
             what);
     };
+    // The operand in place where it can be, else the copy; `out` records which.
+    auto stage = [&](__nv_bfloat16* dense, const TensorView& view, const TensorView* not_in,
+                     const __nv_bfloat16** out) -> Status {
+        *out = shared_operand(view, not_in);
+        if (*out != nullptr) {
+            return Status::ok();
+        }
+        *out = dense;
+        return copy(dense, view, "copying rows for the shared experts");
+    };
+    shared_x_.resize(static_cast<size_t>(num_ranks()));
+    shared_dy_.resize(static_cast<size_t>(num_ranks()));
     for (int32_t local = 0; local < num_ranks(); ++local) {
         const ScratchBuffers& s = scratch_[local];
-        void* dense = which == comm::SourceRows::kTokens ? static_cast<void*>(s.dense_x) : s.dense_dy;
-        MOK_RETURN_IF_ERROR(copy(dense, *rows[local], "copying rows for the shared experts"));
+        const bool tokens = which == comm::SourceRows::kTokens;
+        const TensorView* not_in = written.empty() ? nullptr : written[local];
+        MOK_RETURN_IF_ERROR(stage(tokens ? s.dense_x : s.dense_dy, *rows[local], not_in,
+                                  tokens ? &shared_x_[local] : &shared_dy_[local]));
         if (!with_x.empty()) {
             // The backward's shared dW_gate|up read x; the window's x rows may be another layer's by now.
-            MOK_RETURN_IF_ERROR(copy(s.dense_x, with_x[local].x, "copying x for the shared experts"));
+            MOK_RETURN_IF_ERROR(stage(s.dense_x, with_x[local].x, not_in, &shared_x_[local]));
         }
     }
     return Status::ok();
+}
+
+template <typename Peers>
+const __nv_bfloat16* StepsImpl<Peers>::shared_operand(const TensorView& rows, const TensorView* written) const {
+    constexpr uintptr_t kTmaAddressAlignment = 16;
+    const bool whole_tiles = dims_.padded_tokens == dims_.tokens;
+    const bool dense = row_stride(rows) == dims_.hidden;
+    const bool aligned = reinterpret_cast<uintptr_t>(rows.data) % kTmaAddressAlignment == 0;
+    const bool apart = written == nullptr || !overlaps(rows, *written);
+    return whole_tiles && dense && aligned && apart ? as<const __nv_bfloat16>(rows) : nullptr;
 }
 
 template <typename Peers>
@@ -352,7 +404,7 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         // In order, on one stream: every kernel after the one before it.
         auto stage_all = [&]() -> Status {
             MOK_RETURN_IF_ERROR(stage_x());
-            return stage_dense(comm::SourceRows::kTokens, x, {}, stream);
+            return stage_dense(comm::SourceRows::kTokens, x, {}, {}, stream);
         };
         MOK_RETURN_IF_ERROR(timeline_->record("stage_x", stream, stage_all()));
         MOK_RETURN_IF_ERROR(exchange_and_plan());
@@ -380,7 +432,7 @@ Status StepsImpl<Peers>::forward(std::span<const RankInputs* const> inputs, std:
         // stream starts them at once; the row gate then runs before the dispatch, and the routed gate/up GEMM on
         // the side stream loads each row tile as soon as the dispatch publishes it, on the SMs the dispatch leaves.
         MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
-            MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kTokens, x, {}, side_stream_->stream()));
+            MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kTokens, x, {}, {}, side_stream_->stream()));
             for (int32_t local = 0; local < num_ranks(); ++local) {
                 MOK_RETURN_IF_ERROR(
                     shared_forward_gemms(side_gemms(local, context, side_sms, std::nullopt), *inputs[local], outputs));
@@ -478,7 +530,7 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     };
     if (side_sms == 0) {
         MOK_RETURN_IF_ERROR(stage_dy());
-        MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kGrads, dy, inputs, stream));
+        MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kGrads, dy, inputs, dx, stream));
         timeline_->mark("stage_dy", stream);
         MOK_RETURN_IF_ERROR(exchange_and_announce());
         MOK_RETURN_IF_ERROR(dispatch());
@@ -502,7 +554,7 @@ Status StepsImpl<Peers>::backward(std::span<const RankInputs> inputs, std::span<
     // Pipelined, as in the forward: the shared experts' dgrads need only the staged dy and x and the context; the
     // routed dgrad_down loads each dy row tile as the dispatch publishes it.
     MOK_RETURN_IF_ERROR(with_side_stream(stream, [&] {
-        MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kGrads, dy, inputs, side_stream_->stream()));
+        MOK_RETURN_IF_ERROR(stage_dense(comm::SourceRows::kGrads, dy, inputs, dx, side_stream_->stream()));
         for (int32_t local = 0; local < num_ranks(); ++local) {
             MOK_RETURN_IF_ERROR(
                 shared_backward_dgrads(side_gemms(local, context, side_sms, std::nullopt), inputs[local]));

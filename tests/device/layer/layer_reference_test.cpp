@@ -36,6 +36,8 @@ std::vector<ReferenceCase> odd_cases() {
     cases.push_back(sparse);
     // Several M tiles per expert and several N tiles per GEMM.
     cases.push_back({"ManyTiles", problem_shape(600, 512, 384, 4, 2, {256}), 2});
+    // T = 256 per rank, whole row tiles: the shared experts read the caller's x and dy in place (no dense copies).
+    cases.push_back({"WholeRowTilesSharedInPlace", problem_shape(512, 136, 72, 8, 2, {40, 64}), 2});
     ReferenceCase one{"EveryTokenOnOneExpert", problem_shape(200, 48, 32, 8, 1, {}), 2};
     one.options.routing = Routing::kHotRange;
     one.options.hot_first_expert = 5;
