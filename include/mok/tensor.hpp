@@ -52,6 +52,9 @@ struct TensorView {
     bool defined() const { return data != nullptr; }
     int64_t numel() const;
     bool is_contiguous() const;
+    // Whether the two views may share a byte: their spans, from the first element's first byte to the last
+    // element's last byte, intersect (views whose elements interleave within one span count as overlapping).
+    bool overlaps(const TensorView& other) const;
     // "[4096, 7168] bf16 cpu" -- for error messages.
     std::string describe() const;
 

@@ -116,6 +116,32 @@ TEST(TensorView, StridesOfExtentOneDimensionsDoNotMatter) {
     EXPECT_TRUE(v.is_contiguous());
 }
 
+TEST(TensorView, OverlapIsOfSpansFromFirstByteToLast) {
+    alignas(16) static uint16_t storage[4 * 16];
+    const TensorView all = TensorView::contiguous(storage, DType::kBF16, {4, 16});
+    const TensorView first_rows = TensorView::contiguous(storage, DType::kBF16, {2, 16});
+    const TensorView last_rows = TensorView::contiguous(storage + 2 * 16, DType::kBF16, {2, 16});
+    EXPECT_TRUE(all.overlaps(first_rows));
+    EXPECT_TRUE(last_rows.overlaps(all));
+    EXPECT_FALSE(first_rows.overlaps(last_rows));  // they touch: the first ends where the second begins
+    // A view one element into the next one's span overlaps it.
+    const TensorView shifted = TensorView::contiguous(storage + 2 * 16 - 1, DType::kBF16, {1, 2});
+    EXPECT_TRUE(shifted.overlaps(first_rows));
+    EXPECT_TRUE(shifted.overlaps(last_rows));
+    // Strided rows span up to their last element: columns 0-7 of rows 0-1 reach into row 1.
+    TensorView strided = TensorView::contiguous(storage, DType::kBF16, {2, 8});
+    strided.stride[0] = 16;
+    EXPECT_TRUE(strided.overlaps(TensorView::contiguous(storage + 16, DType::kBF16, {1, 4})));
+    EXPECT_FALSE(strided.overlaps(TensorView::contiguous(storage + 16 + 8, DType::kBF16, {1, 8})));
+    // fp32 elements are 4 bytes: an fp32 view of storage's first 8 bytes reaches element 3 of the bf16 rows.
+    const TensorView words = TensorView::contiguous(storage, DType::kF32, {1, 2});
+    EXPECT_TRUE(words.overlaps(TensorView::contiguous(storage + 3, DType::kBF16, {1, 1})));
+    EXPECT_FALSE(words.overlaps(TensorView::contiguous(storage + 4, DType::kBF16, {1, 1})));
+    // Undefined and empty views overlap nothing.
+    EXPECT_FALSE(all.overlaps(TensorView{}));
+    EXPECT_FALSE(all.overlaps(TensorView::contiguous(storage, DType::kBF16, {0, 16})));
+}
+
 TEST(TensorView, TooManyDimensionsGiveAnUndefinedView) {
     alignas(16) static uint16_t storage[32];
     const TensorView v = TensorView::contiguous(storage, DType::kBF16, {1, 2, 2, 2, 4});

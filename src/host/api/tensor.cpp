@@ -1,6 +1,8 @@
 #include "mok/tensor.hpp"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace mok {
 namespace {
@@ -87,6 +89,24 @@ bool TensorView::is_contiguous() const {
         expected *= shape[d];
     }
     return true;
+}
+
+bool TensorView::overlaps(const TensorView& other) const {
+    if (!defined() || !other.defined() || numel() == 0 || other.numel() == 0) {
+        return false;
+    }
+    auto span = [](const TensorView& v) {
+        int64_t last = 0;
+        for (int d = 0; d < v.rank; ++d) {
+            last += (v.shape[d] - 1) * v.stride[d];
+        }
+        const auto element = static_cast<int64_t>(dtype_size(v.dtype));
+        const auto first = reinterpret_cast<uintptr_t>(v.data);
+        return std::pair<uintptr_t, uintptr_t>{first, first + static_cast<uintptr_t>((last + 1) * element)};
+    };
+    const auto [begin, end] = span(*this);
+    const auto [other_begin, other_end] = span(other);
+    return begin < other_end && other_begin < end;
 }
 
 std::string TensorView::describe() const {

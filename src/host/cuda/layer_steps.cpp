@@ -42,19 +42,6 @@ T* as(const TensorView& view) {
     return static_cast<T*>(view.data);
 }
 
-// Whether two [rows, cols] views share a byte: their spans, first element to last, intersect.
-bool overlaps(const TensorView& a, const TensorView& b) {
-    auto span = [](const TensorView& v) {
-        const auto first = reinterpret_cast<uintptr_t>(v.data);
-        const auto bytes = static_cast<uintptr_t>(((v.shape[0] - 1) * row_stride(v) + v.shape[1]) *
-                                                  static_cast<int64_t>(dtype_size(v.dtype)));
-        return std::pair<uintptr_t, uintptr_t>{first, first + bytes};
-    };
-    const auto [a_begin, a_end] = span(a);
-    const auto [b_begin, b_end] = span(b);
-    return a_begin < b_end && b_begin < a_end;
-}
-
 template <typename Peers>
 class StepsImpl final : public LayerSteps {
   public:
@@ -336,7 +323,7 @@ const __nv_bfloat16* StepsImpl<Peers>::shared_operand(const TensorView& rows, co
     const bool whole_tiles = dims_.padded_tokens == dims_.tokens;
     const bool dense = row_stride(rows) == dims_.hidden;
     const bool aligned = reinterpret_cast<uintptr_t>(rows.data) % kTmaAddressAlignment == 0;
-    const bool apart = written == nullptr || !overlaps(rows, *written);
+    const bool apart = written == nullptr || !rows.overlaps(*written);
     return whole_tiles && dense && aligned && apart ? as<const __nv_bfloat16>(rows) : nullptr;
 }
 
