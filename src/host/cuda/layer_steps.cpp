@@ -147,7 +147,9 @@ StepsImpl<Peers>::StepsImpl(const StepsSetup& setup, std::vector<Peers> peers)
       timeline_(setup.timeline),
       side_stream_(setup.side_stream),
       num_sms_(setup.num_sms),
-      peers_(std::move(peers)) {
+      peers_(std::move(peers)),
+      shared_x_(static_cast<size_t>(num_ranks()), nullptr),
+      shared_dy_(static_cast<size_t>(num_ranks()), nullptr) {
     for (int32_t local = 0; local < num_ranks(); ++local) {
         state_.push_back(layout::LocalBuffers::bind(layout_.state.local, base_ + layout_.state_offset(local)));
         out_ready_.push_back(
@@ -252,8 +254,8 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.context = c;
     g.scratch = s;
     g.shared_row_weight = constants_->shared_row_weight();
-    g.shared_x = local < static_cast<int32_t>(shared_x_.size()) ? shared_x_[local] : nullptr;
-    g.shared_dy = local < static_cast<int32_t>(shared_dy_.size()) ? shared_dy_[local] : nullptr;
+    g.shared_x = shared_x_[local];
+    g.shared_dy = shared_dy_[local];
     g.timeline = timeline_;
     return g;
 }
@@ -292,26 +294,26 @@ Status StepsImpl<Peers>::stage_dense(comm::SourceRows which, std::span<const Ten
             what);
     };
     // The operand in place where it can be, else the copy; `out` records which.
-    auto stage = [&](__nv_bfloat16* dense, const TensorView& view, const TensorView* not_in,
-                     const __nv_bfloat16** out) -> Status {
+    auto stage = [&](__nv_bfloat16* dense, const TensorView& view, const TensorView* not_in, const __nv_bfloat16** out,
+                     const char* what) -> Status {
         *out = shared_operand(view, not_in);
         if (*out != nullptr) {
             return Status::ok();
         }
         *out = dense;
-        return copy(dense, view, "copying rows for the shared experts");
+        return copy(dense, view, what);
     };
-    shared_x_.resize(static_cast<size_t>(num_ranks()));
-    shared_dy_.resize(static_cast<size_t>(num_ranks()));
     for (int32_t local = 0; local < num_ranks(); ++local) {
         const ScratchBuffers& s = scratch_[local];
         const bool tokens = which == comm::SourceRows::kTokens;
         const TensorView* not_in = written.empty() ? nullptr : written[local];
         MOK_RETURN_IF_ERROR(stage(tokens ? s.dense_x : s.dense_dy, *rows[local], not_in,
-                                  tokens ? &shared_x_[local] : &shared_dy_[local]));
+                                  tokens ? &shared_x_[local] : &shared_dy_[local],
+                                  "copying rows for the shared experts"));
         if (!with_x.empty()) {
             // The backward's shared dW_gate|up read x; the window's x rows may be another layer's by now.
-            MOK_RETURN_IF_ERROR(stage(s.dense_x, with_x[local].x, not_in, &shared_x_[local]));
+            MOK_RETURN_IF_ERROR(
+                stage(s.dense_x, with_x[local].x, not_in, &shared_x_[local], "copying x for the shared experts"));
         }
     }
     return Status::ok();
