@@ -30,6 +30,7 @@
 #include "common/bf16.hpp"
 #include "common/fp32_ops.hpp"
 #include "common/swiglu.hpp"
+#include "device/common/warp.cuh"
 #include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/row_store_epilogue.cuh"
 #include "device/epilogue/staging.cuh"
@@ -238,58 +239,52 @@ __device__ __forceinline__ void stage_swiglu_backward(uint8_t* buffer, const flo
 // registers, and with dh' read at its row instead of a row ahead (no spill) the loop was 0.95x as fast.
 inline constexpr int kEpilogueWarpsBatchPairs = 2;
 
-// The kThreads epilogue threads run the SwiGLU backward of rows [64 row_half, 64 row_half + 64) of the tile from
-// the hand-off buffer, while the consumer runs its next K loop. A warp takes a row at a time, lane i its column
-// group i (BLOCK_N / 8 = 32 groups: the row's 256 columns), so that g, u, dg and du move as whole 512-byte runs of
-// the row, 16 bytes per lane, and dh' as one 16-byte shared-memory read per lane; the accumulator's layout (4 bytes
-// per lane, spread over eight rows) was 5-8% slower (docs/gemm.md). Each pair's router partial is then a butterfly
-// over the lanes of each block and a sum of the blocks' sums. Each warp has a scheduler nearly to itself (the
-// consumer warps beside it mostly wait on their wgmma), so the loop runs as fast as its instruction-level parallelism
-// allows: the activations of a batch of pairs run straight-line (swiglu_activations.cuh), which made it 1.04-1.22x
-// faster and short enough for the layer to run dgrad_down here from H = 4096 (gemm::kDgradDownEpilogueWarpsMinHidden).
-template <int kThreads>
-__device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
-                                                      const uint8_t* buffer, int row_half, int thread) {
-    constexpr int kWarps = kThreads / 32;
-    constexpr int kPairs = kElementsPerChunk / 2;
-    static_assert(kThreads % 32 == 0 && gemm::BLOCK_N / kElementsPerChunk == 32, "a warp's lanes are a row's groups");
-    const int warp = thread / 32;
-    const int group = thread % 32;
-    const int first_row = tile.row_begin + row_half * gemm::WGMMA_M;
-    const int rows_here = min(tile.num_rows - row_half * gemm::WGMMA_M, gemm::WGMMA_M);
-    const int col = tile.n_idx * gemm::BLOCK_N + group * kElementsPerChunk;
-    const bool col_valid = col < out.width;
-    const int64_t gu_stride = 2 * static_cast<int64_t>(out.width);
-    const uint8_t* dh_chunks =
-        buffer + (group / kRowStoreGroupsPerPass) * gemm::kStagingBytesPerWarpgroup;  // this lane's staged pass
-
-    struct RowOperands {
+// The SwiGLU backward of single rows of a tile's row half from the hand-off buffer, a warp per row: lane i takes column
+// group i (BLOCK_N / 8 = 32 groups: the row's 256 columns), so that g, u, dg and du move as whole 512-byte runs of the
+// row, 16 bytes per lane, and dh' as one 16-byte shared-memory read per lane; the accumulator's layout (4 bytes per
+// lane, spread over eight rows) was 5-8% slower (docs/gemm.md). Each pair's router partial is then a butterfly over the
+// lanes of each block and a sum of the blocks' sums. Two callers walk rows with it: the epilogue warps
+// (store_swiglu_backward) and, where their K loop is short, the consumers for a few rows of their own
+// (store_swiglu_backward_consumer_rows).
+class SwigluBackwardRows {
+  public:
+    struct Operands {
         uint4 g;   // bf16 x 8
         uint4 u;   // bf16 x 8
         uint4 dh;  // bf16(dh') x 8, as staged
         float weight;
     };
-    auto load_row = [&](int row) {
-        RowOperands o{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 0.0f};
-        if (row < rows_here) {
-            const __nv_bfloat16* src = out.gu + (first_row + row) * gu_stride + col;
-            if (col_valid) {
+
+    __device__ SwigluBackwardRows(const SwigluBackwardOutputs& out, const gemm::Tile& tile, const uint8_t* buffer,
+                                  int row_half, int group)
+        : out_(out),
+          group_(group),
+          first_row_(tile.row_begin + row_half * gemm::WGMMA_M),
+          rows_here_(min(tile.num_rows - row_half * gemm::WGMMA_M, gemm::WGMMA_M)),
+          col_(tile.n_idx * gemm::BLOCK_N + group * kElementsPerChunk),
+          n_idx_(tile.n_idx),
+          dh_chunks_(buffer + (group / kRowStoreGroupsPerPass) * gemm::kStagingBytesPerWarpgroup) {}
+
+    __device__ int rows_here() const { return rows_here_; }
+
+    // Row `row` of the half's 64 (zeros past the rows with data).
+    __device__ Operands load(int row) const {
+        Operands o{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 0.0f};
+        if (row < rows_here_) {
+            const __nv_bfloat16* src = out_.gu + (first_row_ + row) * gu_stride() + col_;
+            if (col_ < out_.width) {
                 o.g = *reinterpret_cast<const uint4*>(src);
-                o.u = *reinterpret_cast<const uint4*>(src + out.width);
+                o.u = *reinterpret_cast<const uint4*>(src + out_.width);
             }
-            o.dh = *reinterpret_cast<const uint4*>(dh_chunks + staging_offset(row, group % kRowStoreGroupsPerPass));
-            o.weight = out.row_weight[first_row + row];
+            o.dh = *reinterpret_cast<const uint4*>(dh_chunks_ + staging_offset(row, group_ % kRowStoreGroupsPerPass));
+            o.weight = out_.row_weight[first_row_ + row];
         }
         return o;
-    };
+    }
 
-    // Rows warp, warp + kWarps, ...: the same in every lane of a warp, so the butterflies find all 32 lanes. A row's
-    // operands are loaded while the row before it computes.
-    RowOperands next = load_row(warp);
-#pragma unroll 1
-    for (int row = warp; row < rows_here; row += kWarps) {
-        const RowOperands now = next;
-        next = load_row(row + kWarps);
+    // The row's dg, du and router partial from its operands. Every lane of the warp calls it for the same row.
+    __device__ void store(int row, const Operands& now) const {
+        constexpr int kPairs = kElementsPerChunk / 2;
         const auto* g2 = reinterpret_cast<const __nv_bfloat162*>(&now.g);
         const auto* u2 = reinterpret_cast<const __nv_bfloat162*>(&now.u);
         const auto* dh2 = reinterpret_cast<const __nv_bfloat162*>(&now.dh);
@@ -314,10 +309,10 @@ __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutput
                 leaf[p] = d.leaf;
             }
         }
-        if (col_valid) {
-            __nv_bfloat16* dst = out.dgu + (first_row + row) * gu_stride + col;
+        if (col_ < out_.width) {
+            __nv_bfloat16* dst = out_.dgu + (first_row_ + row) * gu_stride() + col_;
             *reinterpret_cast<uint4*>(dst) = make_uint4(dg[0], dg[1], dg[2], dg[3]);
-            *reinterpret_cast<uint4*>(dst + out.width) = make_uint4(du[0], du[1], du[2], du[3]);
+            *reinterpret_cast<uint4*>(dst + out_.width) = make_uint4(du[0], du[1], du[2], du[3]);
         }
         // Each pair's blocks, (0 + 1) + (2 + 3) over the lanes of a block by a butterfly (lanes i and i ^ m hold
         // neighbouring sums, and theirs has the same bits in both), then the blocks in order from their first
@@ -334,10 +329,119 @@ __device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutput
                 pair_total[p] = fp32::add(pair_total[p], __shfl_sync(0xffffffffu, leaf[p], block * kRouterBlockGroups));
             }
         }
-        if (group == 0) {
-            out.router_partials[static_cast<int64_t>(first_row + row) * out.num_n_tiles + tile.n_idx] =
+        if (group_ == 0) {
+            out_.router_partials[static_cast<int64_t>(first_row_ + row) * out_.num_n_tiles + n_idx_] =
                 fp32::add(fp32::add(pair_total[0], pair_total[1]), fp32::add(pair_total[2], pair_total[3]));
         }
+    }
+
+  private:
+    __device__ int64_t gu_stride() const {
+        return 2 * static_cast<int64_t>(out_.width);
+    }
+
+    const SwigluBackwardOutputs& out_;
+    int group_;
+    int first_row_;
+    int rows_here_;
+    int col_;
+    int n_idx_;
+    const uint8_t* dh_chunks_;  // this lane's staged pass
+};
+
+// Which rows of a row half the consumers take (docs/gemm.md, "dgrad_down: the consumers' rows"): the first
+// `consumer_rows` of each consumer warp's 16, in the tiles whose SwiGLU backward would outlast the next K loop in
+// the epilogue warps, and none in the others, where the rows would only lengthen the consumers' way to their next
+// K loop. Warp w of a consumer warpgroup stages rows 16 w .. 16 w + 15 of its half (the wgmma accumulator's layout),
+// so a consumer warp reads only rows it wrote itself: its next staging, in program order after its reads, needs no
+// barrier with the other warps of its warpgroup. Every role derives the split from the tile alike.
+struct ConsumerRowSplit {
+    int consumer_rows;  // per 16-row slice, in [0, kMaxConsumerRows]
+
+    static constexpr int kSliceRows = 16;
+    static_assert(gemm::WGMMA_M == kSliceRows * gemm::kThreadsPerWarpgroup / 32, "a consumer warp stages 16 rows");
+    // The epilogue warps' SwiGLU backward of a tile's row takes about as long as 5/8 of a K block of the tile's K
+    // loop: a full tile, 1.25 times the 64 K blocks of H = 4096 (docs/gemm.md, "dgrad_down in the epilogue warps").
+    static constexpr int kRowCostKBlocks = 5;
+    static constexpr int kRowCostRows = 8;
+
+    __device__ static ConsumerRowSplit of(const gemm::Tile& tile, int consumer_rows) {
+        const bool epilogue_outlasts_k_loop = tile.num_rows * kRowCostKBlocks > tile.num_k_blocks * kRowCostRows;
+        return {epilogue_outlasts_k_loop ? consumer_rows : 0};
+    }
+
+    // The epilogue warps' rows, the rows of each slice past the consumers' slice by slice, walked kStep at a time
+    // from `first` by additions alone (a division per row cost the loop 1-2%).
+    template <int kStep>
+    struct Walk {
+        int row;     // within the row half
+        int within;  // within the epilogue warps' rows of the row's slice
+        int consumer_rows;
+
+        __device__ void advance() {
+            row += kStep;
+            within += kStep;
+            if (within >= kSliceRows - consumer_rows) {  // into the next slice, past its consumer rows
+                within -= kSliceRows - consumer_rows;
+                row += consumer_rows;
+            }
+        }
+    };
+    template <int kStep>
+    __device__ Walk<kStep> epilogue_rows(int first) const {
+        return {consumer_rows + first, first, consumer_rows};
+    }
+    // So that a step of the epilogue warps' walk (one row per epilogue warp) crosses at most one slice boundary.
+    static constexpr int kMaxConsumerRows = kSliceRows - gemm::kEpilogueThreads / 32;
+};
+
+// The kThreads epilogue threads run the SwiGLU backward of rows [64 row_half, 64 row_half + 64) of the tile from
+// the hand-off buffer, but those the consumers take, while the consumers run their next K loop. Rows warp,
+// warp + kWarps, ... of the walk: the same in every lane of a warp, so the shuffles find all 32 lanes; a row's
+// operands are loaded while the row before it computes. Each warp has a scheduler nearly to itself (the consumer
+// warps beside it mostly wait on their wgmma), so the loop runs as fast as its instruction-level parallelism allows:
+// the activations of a batch of pairs run straight-line (swiglu_activations.cuh), which made it 1.04-1.22x faster
+// and short enough for the layer to run dgrad_down here from H = 4096 (gemm::kDgradDownEpilogueWarpsMinHidden).
+template <int kThreads>
+__device__ __forceinline__ void store_swiglu_backward(const SwigluBackwardOutputs& out, const gemm::Tile& tile,
+                                                      const uint8_t* buffer, int row_half, int thread,
+                                                      ConsumerRowSplit split) {
+    constexpr int kWarps = kThreads / 32;
+    static_assert(kThreads % 32 == 0 && gemm::BLOCK_N / kElementsPerChunk == 32, "a warp's lanes are a row's groups");
+    const int warp = thread / 32;
+    static_assert(kWarps <= ConsumerRowSplit::kSliceRows - ConsumerRowSplit::kMaxConsumerRows,
+                  "a step of the walk crosses at most one slice");
+    const SwigluBackwardRows rows(out, tile, buffer, row_half, thread % 32);
+    auto now = split.epilogue_rows<kWarps>(warp);
+    auto ahead = now;
+    ahead.advance();
+    SwigluBackwardRows::Operands next = rows.load(now.row);
+#pragma unroll 1
+    for (; now.row < rows.rows_here(); now = ahead, ahead.advance()) {
+        const SwigluBackwardRows::Operands operands = next;
+        next = rows.load(ahead.row);
+        rows.store(now.row, operands);
+    }
+}
+
+// The consumer warpgroup's own rows of its half, right after its hand-off: warp w takes rows 16 w .. 16 w +
+// consumer_rows - 1, one at a time and without loading ahead, which keeps the loop within the registers the
+// accumulator leaves the consumers.
+__device__ __forceinline__ void store_swiglu_backward_consumer_rows(const SwigluBackwardOutputs& out,
+                                                                    const gemm::Tile& tile, const uint8_t* buffer,
+                                                                    int row_half, int thread_in_wg,
+                                                                    ConsumerRowSplit split) {
+    // The warp's lanes wrote the rows it reads now: order their shared-memory writes before the reads.
+    __syncwarp();
+    const int warp = thread_in_wg / 32;
+    const SwigluBackwardRows rows(out, tile, buffer, row_half, thread_in_wg % 32);
+    const int first = warp * ConsumerRowSplit::kSliceRows;
+    // The trip count broadcast from lane 0, so that ptxas sees a uniform loop between two K loops (a divergent path
+    // there serialises the consumers' wgmma, C7518).
+    const int count = __shfl_sync(device::kFullWarpMask, max(0, min(split.consumer_rows, rows.rows_here() - first)), 0);
+#pragma unroll 1
+    for (int j = 0; j < count; ++j) {
+        rows.store(first + j, rows.load(first + j));
     }
 }
 

@@ -28,6 +28,10 @@
 //   static void handoff_store(const Params&, const Tile&, const uint8_t* buffer, int row_half, int thread);
 // and, optionally, what the epilogue threads do once both of a tile's row halves are stored:
 //   static void handoff_finish(const Params&, const Tile&, int thread);
+// and what a consumer warpgroup stores itself from its buffer once it has committed it (rows the form's handoff_store
+// leaves out; the consumer reads only what its own warp wrote, so its next staging needs no other wait):
+//   static void handoff_consumer_store(const Params&, const Tile&, const uint8_t* buffer, int row_half,
+//                                      int thread_in_wg);
 #pragma once
 
 #include <cstdint>
@@ -104,6 +108,11 @@ __device__ __forceinline__ HandoffStorageOf<Form>& handoff_storage(uint8_t* raw)
     return *reinterpret_cast<HandoffStorageOf<Form>*>(aligned);
 }
 
+template <class Form>
+concept StoresPartOfHandoff = requires(const typename Form::Params& p, const Tile& t, const uint8_t* buffer) {
+    Form::handoff_consumer_store(p, t, buffer, 0, 0);
+};
+
 // Consumer warpgroup wg: the cooperative K loop, then the tile into its hand-off buffer once the epilogue warps
 // have read the previous one out of it.
 template <class Form>
@@ -125,6 +134,9 @@ __device__ void run_handoff_consumer(const typename Form::Params& params, Handof
         }
         Form::handoff_stage(params, tile, acc, smem.handoff[wg], thread_in_wg);
         handoff.commit(wg);
+        if constexpr (StoresPartOfHandoff<Form>) {
+            Form::handoff_consumer_store(params, tile, smem.handoff[wg], wg, thread_in_wg);
+        }
     }
 }
 

@@ -39,6 +39,18 @@ enum class Arrangement : int {
 // narrowest model of the brief, at 512 rows per expert and more (1.05-1.10x ping-pong) and in the layer; below that
 // H nothing was measured. The smallest H for which a caller should choose kEpilogueWarps for dgrad_down.
 inline constexpr int32_t kDgradDownEpilogueWarpsMinHidden = 4096;
+// dgrad_down in the epilogue warps: rows of each consumer warp's 16 that the consumers run the SwiGLU backward of
+// themselves, in the tiles whose epilogue would outlast the next K loop (full tiles where H <= 5120), where they would
+// otherwise wait for their hand-off buffer (docs/gemm.md, "dgrad_down: the consumers' rows"). Same bits whoever runs a
+// row. Four measured best (two, three and six gained less). They pay where an expert's rows fill several tiles: 1.04x
+// at 512 rows per expert and 1.07x from 2048 at H = 4096, nothing at 128, and 0.96x in the layer's dgrad_down at 160
+// (Qwen3.5 at EP 2, a full tile and a short one per expert); hence the layer's rule below.
+inline constexpr int32_t kDgradDownConsumerRows = 4;
+// The most consumer rows a launch may ask for: with three left in each 16-row slice, a step of the three epilogue
+// warps' walk over their rows crosses at most one slice (epilogue::ConsumerRowSplit::kMaxConsumerRows).
+inline constexpr int32_t kDgradDownMaxConsumerRows = 13;
+// The fewest rows per expert, on average, for which the layer asks for the consumers' rows.
+inline constexpr int64_t kDgradDownConsumerRowsMinRowsPerExpert = 512;
 
 struct LaunchConfig {
     cudaStream_t stream = nullptr;
@@ -108,6 +120,9 @@ struct DgradDownArgs {
     float* router_partials;       // [rows, router_partial_tiles(I)]
     int32_t hidden;
     int32_t width;
+    // Epilogue-warps arrangement: rows of each consumer warp's 16 the consumers take in the tiles whose epilogue would
+    // outlast the K loop, in [0, kDgradDownMaxConsumerRows]; the other arrangements ignore it. Changes no result.
+    int32_t consumer_rows = kDgradDownConsumerRows;
 };
 Status dgrad_down(const DgradDownArgs& args, const LaunchConfig& launch);
 int32_t router_partial_tiles(int32_t width);

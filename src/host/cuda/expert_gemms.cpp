@@ -66,7 +66,7 @@ Status routed_dgrad_down(const RankGemms& g, const RankInputs& in) {
     const ScratchBuffers& s = g.scratch;
     return timed(g, "dgrad_down",
                  gemm::dgrad_down({g.routed, s.grad_rows, bf16(in.experts.down), c.gu, c.row_weight, s.dgu, s.partials,
-                                   g.hidden, g.width},
+                                   g.hidden, g.width, g.routed_dgrad_down_consumer_rows},
                                   g.dgrad_down_launch()));
 }
 
@@ -110,11 +110,11 @@ Status shared_backward_dgrads(const RankGemms& g, const RankInputs& in) {
     for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeights& w = in.shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
-        MOK_RETURN_IF_ERROR(
-            timed(g, "shared_dgrad_down",
-                  gemm::dgrad_down({g.shared, g.shared_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight,
-                                    s.shared_dgu[e], s.shared_partials, g.hidden, width},
-                                   g.dgrad_down_launch())));
+        MOK_RETURN_IF_ERROR(timed(
+            g, "shared_dgrad_down",
+            gemm::dgrad_down({g.shared, g.shared_dy, bf16(w.down), c.shared_gu[e], g.shared_row_weight, s.shared_dgu[e],
+                              s.shared_partials, g.hidden, width, g.shared_dgrad_down_consumer_rows},
+                             g.dgrad_down_launch())));
         MOK_RETURN_IF_ERROR(timed(g, "shared_dgrad_gate_up",
                                   gemm::dgrad_gate_up({g.shared, s.shared_dgu[e], bf16(w.gate), bf16(w.up),
                                                        s.shared_out[e], g.hidden, nullptr, g.hidden, width},

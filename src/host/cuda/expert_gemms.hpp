@@ -34,6 +34,10 @@ struct RankGemms {
     // The dgrad_down launches' arrangement: the epilogue warps under Config::gemm_epilogue_warps where
     // H >= gemm::kDgradDownEpilogueWarpsMinHidden, otherwise as Config::gemm_pingpong says.
     gemm::Arrangement dgrad_down_arrangement = gemm::Arrangement::kCooperative;
+    // Consumer rows for the routed and the shared dgrad_down (gemm::DgradDownArgs::consumer_rows): where their
+    // experts' rows average gemm::kDgradDownConsumerRowsMinRowsPerExpert or more, else none.
+    int32_t routed_dgrad_down_consumer_rows = 0;
+    int32_t shared_dgrad_down_consumer_rows = 0;
 
     // The arrangement of the other forms whose epilogue splits -- gate/up, down, dgrad_gate_up and the weight
     // gradients in fresh mode, routed and shared (Config::gemm_epilogue_warps); accumulate-mode weight gradients run

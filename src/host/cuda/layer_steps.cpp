@@ -237,6 +237,15 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     g.dgrad_down_arrangement = dgrad_down_split        ? gemm::Arrangement::kEpilogueWarps
                                : config_.gemm_pingpong ? gemm::Arrangement::kPingPong
                                                        : gemm::Arrangement::kCooperative;
+    // The consumers' share of dgrad_down's rows pays where an expert's rows fill several tiles and costs where they
+    // fill about one (gemm::kDgradDownConsumerRows): decided from the routed experts' mean rows (T R k / E) and the
+    // shared experts' T.
+    const auto consumer_rows_for = [](int64_t rows_per_expert) {
+        return rows_per_expert >= gemm::kDgradDownConsumerRowsMinRowsPerExpert ? gemm::kDgradDownConsumerRows : 0;
+    };
+    g.routed_dgrad_down_consumer_rows =
+        consumer_rows_for(dims_.tokens * dims_.ep_size * dims_.top_k / dims_.num_experts);
+    g.shared_dgrad_down_consumer_rows = consumer_rows_for(dims_.tokens);
     g.routed.groups = {s.gate_rows + ScratchLayout::kGateRoutedRows, c.plan.tile_expert,
                        c.plan.segment_begin + first_expert, s.gate_segment_rows};
     g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);

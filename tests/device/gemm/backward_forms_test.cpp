@@ -44,13 +44,14 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
     DeviceBuffer<float> d_partials(static_cast<size_t>(rows.capacity_rows) * num_tiles);
     DeviceBuffer<float> d_dw(rows.capacity_rows);
     DeviceStatusRecord status;
-    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative,
+                   int32_t consumer_rows = gemm::kDgradDownConsumerRows) {
         d_dgu.fill_bytes(kPoisonByte);
         d_partials.fill_bytes(kPoisonByte);
         d_dw.fill_bytes(kPoisonByte);
-        gemm::DgradDownArgs args{d_rows.view(),        as_device_bf16(d_dy), as_device_bf16(d_w),
-                                 as_device_bf16(d_gu), d_weight.get(),       as_device_bf16(d_dgu),
-                                 d_partials.get(),     shape.hidden,         shape.width};
+        gemm::DgradDownArgs args{d_rows.view(),  as_device_bf16(d_dy),  as_device_bf16(d_w), as_device_bf16(d_gu),
+                                 d_weight.get(), as_device_bf16(d_dgu), d_partials.get(),    shape.hidden,
+                                 shape.width,    consumer_rows};
         Status s = gemm::dgrad_down(args, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         s = gemm::reduce_router_partials(d_rows.view(), d_partials.get(), num_tiles, d_dw.get(), nullptr);
@@ -107,11 +108,45 @@ void check_dgrad_down(const GemmShape& shape, Values values, uint64_t seed) {
         }
     }
     // Every grid and arrangement gives these bits, the router gradient's included (bytes, so that a NaN compares).
-    expect_same_bits_on_other_grids(3, run, [&] {
+    const auto expect_same_bits = [&] {
         EXPECT_EQ(d_dgu.download(), dgu);
         const std::vector<float> dw_again = d_dw.download();
         EXPECT_EQ(0, std::memcmp(dw_again.data(), dw.data(), dw.size() * sizeof(float)));
-    });
+    };
+    expect_same_bits_on_other_grids(3, run, expect_same_bits);
+    // So does every split of the epilogue-warps arrangement's rows between its consumers and its epilogue warps
+    // (where a tile's epilogue would outlast its K loop: here the shapes with H <= 5120).
+    for (const int32_t consumer_rows : {0, 1, gemm::kDgradDownMaxConsumerRows}) {
+        SCOPED_TRACE("consumer rows " + std::to_string(consumer_rows));
+        run(0, gemm::Arrangement::kEpilogueWarps, consumer_rows);
+        expect_same_bits();
+    }
+}
+
+TEST(GroupedGemmBackward, DgradDownRefusesConsumerRowsOutOfRange) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    const GemmShape shape = test_shapes(264)[1];
+    std::mt19937_64 rng(12);
+    const RowSpace rows = make_row_space(shape.rows_per_expert);
+    const int64_t I = shape.width;
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dy(random_rows(rows, shape.hidden, Values::kExact, 1, rng));
+    DeviceBuffer<Bf16> d_w(random_bf16(rows.num_experts() * shape.hidden * I, Values::kExact, 1, rng));
+    DeviceBuffer<Bf16> d_gu(random_rows(rows, 2 * I, Values::kExact, 1, rng));
+    DeviceBuffer<float> d_weight(std::vector<float>(static_cast<size_t>(rows.capacity_rows), 1.0f));
+    DeviceBuffer<Bf16> d_dgu(static_cast<size_t>(rows.capacity_rows) * 2 * I);
+    DeviceBuffer<float> d_partials(static_cast<size_t>(rows.capacity_rows) * gemm::router_partial_tiles(shape.width));
+    DeviceStatusRecord status;
+    for (const int32_t consumer_rows : {-1, gemm::kDgradDownMaxConsumerRows + 1}) {
+        const Status s = gemm::dgrad_down(
+            {d_rows.view(), as_device_bf16(d_dy), as_device_bf16(d_w), as_device_bf16(d_gu), d_weight.get(),
+             as_device_bf16(d_dgu), d_partials.get(), shape.hidden, shape.width, consumer_rows},
+            launch_with(status.get(), 0, gemm::Arrangement::kEpilogueWarps));
+        EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+        EXPECT_NE(s.message().find("consumer_rows"), std::string::npos) << s.to_string();
+    }
 }
 
 TEST(GroupedGemmBackward, DgradDownWithRouterGradient) {

@@ -21,6 +21,10 @@ struct DgradDownForm {
         CUtensorMap w_down;                   // {I, H, E}, box {64, 64, 1}
         epilogue::SwigluBackwardOutputs out;  // width = I = N
         int32_t hidden;                       // H = K
+        // Epilogue-warps arrangement: rows of each consumer warp's 16 that the consumer runs the SwiGLU backward of
+        // itself after its hand-off, in the tiles epilogue::ConsumerRowSplit names; 0 leaves every row to the
+        // epilogue warps.
+        int32_t consumer_rows;
     };
     using Scheduler = GroupedRowScheduler;
     static constexpr Major kMajorA = Major::kK;
@@ -83,7 +87,17 @@ struct DgradDownForm {
     template <int kThreads>
     __device__ static void handoff_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
                                          int thread) {
-        epilogue::store_swiglu_backward<kThreads>(p.out, t, buffer, row_half, thread);
+        epilogue::store_swiglu_backward<kThreads>(p.out, t, buffer, row_half, thread,
+                                                  epilogue::ConsumerRowSplit::of(t, p.consumer_rows));
+    }
+
+    // The consumer warpgroup's share of its own hand-off, once it is committed (the epilogue warps skip those rows).
+    __device__ static void handoff_consumer_store(const Params& p, const Tile& t, const uint8_t* buffer, int row_half,
+                                                  int thread_in_wg) {
+        const epilogue::ConsumerRowSplit split = epilogue::ConsumerRowSplit::of(t, p.consumer_rows);
+        if (split.consumer_rows > 0) {
+            epilogue::store_swiglu_backward_consumer_rows(p.out, t, buffer, row_half, thread_in_wg, split);
+        }
     }
 };
 
