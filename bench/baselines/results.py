@@ -324,14 +324,32 @@ def default_out_dir() -> Path:
 
 
 def write_result(result: Result, out_dir: Path) -> Path:
-    """Writes the result (atomically: a reader never sees half a file) and returns its path."""
+    """Writes the result (atomically: a reader never sees half a file) and returns its path.
+
+    A run never overwrites another's file: where result_file_name exists (two runs of one tree that start in the
+    same second), the first free of <stem>-2.json, <stem>-3.json, ... is taken. The text goes to a partial file of
+    this process's own, which is then linked under the final name (a link fails if the name exists).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / result_file_name(result.run)
+    name = result_file_name(result.run)
     text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
-    partial = path.with_suffix(".json.partial")
+    partial = out_dir / f".{name}.{os.getpid()}.partial"
     partial.write_text(text)
-    partial.replace(path)
-    return path
+    try:
+        for number in range(1, _MAX_FILE_VARIANTS + 1):
+            path = out_dir / (name if number == 1 else f"{name[: -len('.json')]}-{number}.json")
+            try:
+                os.link(partial, path)
+                return path
+            except FileExistsError:
+                continue
+        raise RuntimeError(f"cannot write {out_dir / name}: {_MAX_FILE_VARIANTS} files of that name exist")
+    finally:
+        partial.unlink()
+
+
+# How many runs may share one result file name before writing gives up.
+_MAX_FILE_VARIANTS = 1000
 
 
 def _format_value(value: Optional[float]) -> str:

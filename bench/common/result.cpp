@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <limits>
@@ -255,20 +257,43 @@ std::filesystem::path default_out_dir() {
     return from_env.empty() ? std::filesystem::path(MOK_BENCH_DEFAULT_OUT_DIR) : std::filesystem::path(from_env);
 }
 
+// The name's `number`-th variant: the name itself, then <stem>-2.json, <stem>-3.json, ...
+std::string numbered_file_name(const std::string& name, int number) {
+    if (number == 1) {
+        return name;
+    }
+    const std::string stem = name.substr(0, name.size() - std::string(".json").size());
+    return stem + "-" + std::to_string(number) + ".json";
+}
+
 std::filesystem::path write_result(const Result& result, const std::filesystem::path& out_dir) {
     std::error_code error;
     std::filesystem::create_directories(out_dir, error);
     if (error) {
         throw std::runtime_error("cannot create " + out_dir.string() + ": " + error.message());
     }
-    const std::filesystem::path path = out_dir / result_file_name(result.run);
-    std::ofstream file(path);
-    file << result.to_json().dump();
-    file.close();
-    if (!file) {
-        throw std::runtime_error("cannot write " + path.string());
+    // A run never overwrites another's file: two runs of one tree that start in the same second (one per GPU, say)
+    // share a name, so the first free variant is taken by an exclusive create ("x": fails if the file exists).
+    constexpr int kMaxVariants = 1000;
+    const std::string name = result_file_name(result.run);
+    for (int number = 1; number <= kMaxVariants; ++number) {
+        const std::filesystem::path path = out_dir / numbered_file_name(name, number);
+        std::FILE* file = std::fopen(path.c_str(), "wx");
+        if (file == nullptr) {
+            if (errno == EEXIST) {
+                continue;
+            }
+            throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
+        }
+        const std::string text = result.to_json().dump();
+        const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+        if (std::fclose(file) != 0 || !written) {
+            throw std::runtime_error("cannot write " + path.string());
+        }
+        return path;
     }
-    return path;
+    throw std::runtime_error("cannot write " + (out_dir / name).string() + ": " + std::to_string(kMaxVariants) +
+                             " files of that name exist");
 }
 
 std::string format_summary(const Result& result) {

@@ -106,8 +106,9 @@ struct Result {
 std::string result_file_name(const RunInfo& run);
 // The output folder: MOK_BENCH_OUT_DIR from the environment, else the source tree's bench/results.
 std::filesystem::path default_out_dir();
-// Writes `result` into `out_dir` (created if missing) under result_file_name; returns the path.
-// Throws std::runtime_error if the file cannot be written.
+// Writes `result` into `out_dir` (created if missing) under result_file_name, or, where a file of that name exists,
+// under <stem>-2.json, <stem>-3.json, ...: it never overwrites one. Returns the path. Throws std::runtime_error if
+// the file cannot be written.
 std::filesystem::path write_result(const Result& result, const std::filesystem::path& out_dir);
 // One line per figure, "case  figure  value unit  [vs baseline: ratio]", for a program's standard output.
 std::string format_summary(const Result& result);

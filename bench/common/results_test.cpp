@@ -142,6 +142,11 @@ TEST(BenchResult, WritesTheSchema) {
     std::stringstream text;
     text << file.rdbuf();
     EXPECT_EQ(text.str(), result.to_json().dump());
+    // A second run with the same name (same benchmark, second and commit) gets a file of its own.
+    const std::filesystem::path second = write_result(result, dir);
+    EXPECT_EQ(second.filename().string(), "ceilings-h200-1gpu-20261129T201503Z-abc123-2.json");
+    EXPECT_TRUE(std::filesystem::exists(path));
+    EXPECT_EQ(write_result(result, dir).filename().string(), "ceilings-h200-1gpu-20261129T201503Z-abc123-3.json");
     std::filesystem::remove_all(dir);
 
     const std::string json = result.to_json().dump(0);

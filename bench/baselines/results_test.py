@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""bench/baselines/results.py's write_result: the file it writes holds the result, and a second run with the same
+name gets a file of its own instead of overwriting the first."""
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results  # noqa: E402
+
+
+def main():
+    run = results.RunInfo("layer_baseline", "NVIDIA H200", 2, 132, "abc123", "2026-11-29T20:15:03Z", "run-1")
+    first_result = results.Result(run, config={"round": 1})
+    second_result = results.Result(run, config={"round": 2})
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        first = results.write_result(first_result, folder)
+        second = results.write_result(second_result, folder)
+        expected = "layer_baseline-h200-2gpu-20261129T201503Z-abc123"
+        assert first.name == f"{expected}.json", first.name
+        assert second.name == f"{expected}-2.json", second.name
+        assert json.loads(first.read_text())["config"] == {"round": 1}
+        assert json.loads(second.read_text())["config"] == {"round": 2}
+        leftovers = sorted(p.name for p in folder.iterdir() if p not in (first, second))
+        assert not leftovers, f"partial files left behind: {leftovers}"
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
