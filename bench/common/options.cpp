@@ -87,6 +87,11 @@ CaseFilter CaseFilter::take_from(std::vector<std::string>& rest) {
     return filter;
 }
 
+bool take_switch(std::vector<std::string>& rest, const std::string& flag) {
+    const auto taken = std::erase(rest, flag);
+    return taken > 0;
+}
+
 bool CaseFilter::selects(const std::string& case_name) const {
     return !regex_.has_value() || std::regex_search(case_name, *regex_);
 }

@@ -50,6 +50,9 @@ class CaseFilter {
     std::optional<std::regex> regex_;
 };
 
+// Takes every `flag` (a switch without a value) out of `rest`; returns whether there was one.
+bool take_switch(std::vector<std::string>& rest, const std::string& flag);
+
 // What a benchmark program does with the flags the common parser does not know.
 enum class OtherFlags {
     kRefuse,  // exit 2, naming the first

@@ -301,7 +301,9 @@ std::string format_summary(const Result& result) {
     for (const Case& benchmark_case : result.cases) {
         if (benchmark_case.status != CaseStatus::kOk) {
             text += benchmark_case.name + "  " + status_name(benchmark_case.status) + ": " + benchmark_case.note + "\n";
-            continue;
+            if (benchmark_case.figures.empty()) {
+                continue;
+            }
         }
         for (const Figure& figure : benchmark_case.figures) {
             text += benchmark_case.name + "  " + figure.name + "  " + format_value(figure.value) + " " + figure.unit;

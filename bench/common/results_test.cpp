@@ -201,5 +201,32 @@ TEST(BenchOptions, CaseFilterTakesItsFlagAndSelectsByName) {
     EXPECT_THROW(CaseFilter::take_from(malformed), std::invalid_argument);
 }
 
+TEST(BenchOptions, SwitchesAreTakenWherever) {
+    std::vector<std::string> rest = {"--time-failed", "--model", "x", "--time-failed"};
+    EXPECT_TRUE(take_switch(rest, "--time-failed"));
+    EXPECT_EQ(rest, (std::vector<std::string>{"--model", "x"}));
+    EXPECT_FALSE(take_switch(rest, "--time-failed"));
+    EXPECT_EQ(rest, (std::vector<std::string>{"--model", "x"}));
+}
+
+TEST(BenchResult, SummaryShowsAFailedCasesFigures) {
+    Result result;
+    Case failed;
+    failed.name = "x/m128/down";
+    failed.status = CaseStatus::kFailed;
+    failed.note = "correctness check failed: error 1; timed anyway (--time-failed)";
+    failed.figures.push_back(time_figure("time", summarize({1.0, 2.0})));
+    Case failed_untimed;
+    failed_untimed.name = "x/m128/gate_up";
+    failed_untimed.status = CaseStatus::kFailed;
+    failed_untimed.note = "correctness check failed: error 1";
+    result.cases = {failed, failed_untimed};
+    const std::string summary = format_summary(result);
+    EXPECT_NE(summary.find("x/m128/down  failed: correctness check failed"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("x/m128/down  time  1.5 ms"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("x/m128/gate_up  failed"), std::string::npos) << summary;
+    EXPECT_EQ(summary.find("x/m128/gate_up  time"), std::string::npos) << summary;
+}
+
 }  // namespace
 }  // namespace mok::bench

@@ -436,8 +436,10 @@ std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Fo
     return shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
 }
 
+// A case whose correctness check fails is not timed, unless `time_failed` (--time-failed): a diagnostic build that
+// computes wrong results on purpose, to time what it leaves out, still gets its figures, and the case stays failed.
 Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
-               const TimingOptions& timing, double dense_tflops, double copy_gbps) {
+               const TimingOptions& timing, double dense_tflops, double copy_gbps, bool time_failed) {
     Case c;
     c.name = case_name(shape, rows_per_expert, form);
     c.params = Json::object();
@@ -453,9 +455,13 @@ Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cud
         if (!v.pass) {
             c.status = CaseStatus::kFailed;
             c.note = "correctness check failed: " + v.describe();
-            return c;
+            if (!time_failed) {
+                return c;
+            }
+            c.note += "; timed anyway (--time-failed)";
+        } else {
+            c.note = "checked before timing: " + v.describe();
         }
-        c.note = "checked before timing: " + v.describe();
     }
     const TimingStats stats = timer.time([&](int) { form.run(stream); }, timing);
     c.figures.push_back(time_figure("time", stats));
@@ -483,12 +489,14 @@ double figure_value(const Case& c, const std::string& name) {
 void usage() {
     std::printf("mok-bench-gemm: grouped GEMM forms vs same-run dense cuBLAS\n%s", common_options_help().c_str());
     std::printf(
-        "  --cases REGEX  only the cases whose name (model/m<rows per expert>/form) matches, e.g. 'dgrad_down'\n");
+        "  --cases REGEX  only the cases whose name (model/m<rows per expert>/form) matches, e.g. 'dgrad_down'\n"
+        "  --time-failed  time a case whose correctness check fails too (it stays failed): for diagnostic builds\n");
 }
 
 int run(const CommonOptions& options) {
     std::vector<std::string> rest = options.rest;
     const CaseFilter filter = CaseFilter::take_from(rest);
+    const bool time_failed = take_switch(rest, "--time-failed");
     if (!rest.empty()) {
         throw std::invalid_argument("unknown flag '" + rest.front() + "' (see --help)");
     }
@@ -511,6 +519,9 @@ int run(const CommonOptions& options) {
     if (!filter.pattern().empty()) {
         result.config.set("cases", Json(filter.pattern()));
     }
+    if (time_failed) {
+        result.config.set("time_failed", Json(true));
+    }
     Stream stream(0);
     Timer timer({{0, stream.get()}});
 
@@ -526,7 +537,8 @@ int run(const CommonOptions& options) {
                 }
                 const Case dense = ceilings::gemm_case(form.dense, timing);
                 const double dense_tflops = figure_value(dense, "tflops");
-                Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, copy_gbps);
+                Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, copy_gbps,
+                                   time_failed);
                 result.cases.push_back(std::move(c));
                 std::fflush(stdout);
             }
