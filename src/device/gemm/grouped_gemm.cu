@@ -397,6 +397,12 @@ Status down_projection(const DownArgs& a, const LaunchConfig& launch) {
 
 Status dgrad_down(const DgradDownArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
+    static_assert(kDgradDownMaxConsumerRows == epilogue::ConsumerRowSplit::kMaxConsumerRows);
+    if (a.consumer_rows < 0 || a.consumer_rows > kDgradDownMaxConsumerRows) {
+        return Status::invalid_argument("consumer_rows", "rows of a consumer warp's 16 in [0, " +
+                                                             std::to_string(kDgradDownMaxConsumerRows) + "], got " +
+                                                             std::to_string(a.consumer_rows));
+    }
     DgradDownForm::Params p{};
     p.common = common_of(launch);
     p.groups = a.rows.groups;
@@ -405,12 +411,6 @@ Status dgrad_down(const DgradDownArgs& a, const LaunchConfig& launch) {
         map_experts(a.w_down, a.rows.num_experts, a.hidden, a.width, kMnBoxElements, BLOCK_K, &p.w_down));
     p.out = {a.gu, a.row_weight, a.dgu, a.router_partials, router_partial_tiles(a.width), a.width};
     p.hidden = a.hidden;
-    static_assert(kDgradDownMaxConsumerRows == epilogue::ConsumerRowSplit::kMaxConsumerRows);
-    if (a.consumer_rows < 0 || a.consumer_rows > kDgradDownMaxConsumerRows) {
-        return Status::invalid_argument("consumer_rows", "rows of a consumer warp's 16 in [0, " +
-                                                             std::to_string(kDgradDownMaxConsumerRows) + "], got " +
-                                                             std::to_string(a.consumer_rows));
-    }
     p.consumer_rows = launch.arrangement == Arrangement::kEpilogueWarps ? a.consumer_rows : 0;
     return launch_form<DgradDownForm>(p, launch);
 }

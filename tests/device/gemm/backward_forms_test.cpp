@@ -138,6 +138,7 @@ TEST(GroupedGemmBackward, DgradDownRefusesConsumerRowsOutOfRange) {
     DeviceBuffer<float> d_weight(std::vector<float>(static_cast<size_t>(rows.capacity_rows), 1.0f));
     DeviceBuffer<Bf16> d_dgu(static_cast<size_t>(rows.capacity_rows) * 2 * I);
     DeviceBuffer<float> d_partials(static_cast<size_t>(rows.capacity_rows) * gemm::router_partial_tiles(shape.width));
+    d_dgu.fill_bytes(kPoisonByte);
     DeviceStatusRecord status;
     for (const int32_t consumer_rows : {-1, gemm::kDgradDownMaxConsumerRows + 1}) {
         const Status s = gemm::dgrad_down(
@@ -146,6 +147,12 @@ TEST(GroupedGemmBackward, DgradDownRefusesConsumerRowsOutOfRange) {
             launch_with(status.get(), 0, gemm::Arrangement::kEpilogueWarps));
         EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
         EXPECT_NE(s.message().find("consumer_rows"), std::string::npos) << s.to_string();
+    }
+    // Nothing ran: every output row still holds the poison.
+    MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+    const std::vector<Bf16> dgu = d_dgu.download();
+    for (int32_t r = 0; r < rows.capacity_rows; ++r) {
+        ASSERT_TRUE(is_poison(dgu[static_cast<int64_t>(r) * 2 * I])) << "row " << r << " was written";
     }
 }
 
