@@ -294,6 +294,8 @@ class Result:
     run: RunInfo
     config: dict[str, Any] = field(default_factory=dict)
     cases: list[Case] = field(default_factory=list)
+    # The file write_result claimed for this result on its first write; later writes replace it.
+    path: Optional[Path] = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -328,18 +330,24 @@ def write_result(result: Result, out_dir: Path) -> Path:
 
     A run never overwrites another's file: where result_file_name exists (two runs of one tree that start in the
     same second), the first free of <stem>-2.json, <stem>-3.json, ... is taken. The text goes to a partial file of
-    this process's own, which is then linked under the final name (a link fails if the name exists).
+    this process's own, which the first write links under the final name (a link fails if the name exists). The
+    baselines write their result again after every case, so that a run cut short keeps what it measured: those
+    writes replace the file the first one claimed (result.path), by a rename, which is atomic too.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     name = result_file_name(result.run)
     text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
     partial = out_dir / f".{name}.{os.getpid()}.partial"
     partial.write_text(text)
+    if result.path is not None and result.path.parent == out_dir:
+        os.replace(partial, result.path)
+        return result.path
     try:
         for number in range(1, _MAX_FILE_VARIANTS + 1):
             path = out_dir / (name if number == 1 else f"{name[: -len('.json')]}-{number}.json")
             try:
                 os.link(partial, path)
+                result.path = path
                 return path
             except FileExistsError:
                 continue

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/baselines/results.py's write_result: the file it writes holds the result, and a second run with the same
-name gets a file of its own instead of overwriting the first."""
+"""bench/baselines/results.py's write_result: the file it writes holds the result, a second run with the same
+name gets a file of its own instead of overwriting the first, and a run that writes its result again after each
+case (as the baselines do) keeps one file, which holds its latest cases."""
 import json
 import sys
 import tempfile
@@ -23,8 +24,14 @@ def main():
         assert second.name == f"{expected}-2.json", second.name
         assert json.loads(first.read_text())["config"] == {"round": 1}
         assert json.loads(second.read_text())["config"] == {"round": 2}
+        # The first run writes again, with a case more: its own file changes, the second run's does not.
+        first_result.cases.append(results.Case("after-the-first-write"))
+        again = results.write_result(first_result, folder)
+        assert again == first, again.name
+        assert [c["name"] for c in json.loads(first.read_text())["cases"]] == ["after-the-first-write"]
+        assert json.loads(second.read_text())["cases"] == []
         leftovers = sorted(p.name for p in folder.iterdir() if p not in (first, second))
-        assert not leftovers, f"partial files left behind: {leftovers}"
+        assert not leftovers, f"partial or extra files left behind: {leftovers}"
     print("ok")
 
 
