@@ -12,10 +12,17 @@ from collections import OrderedDict
 
 # CSV columns of ncu's --csv output (one row per metric of each launch).
 ID, KERNEL, GRID, METRIC, UNIT, VALUE = 0, 4, 8, 12, 13, 14
+# A launch without a figure's metric (another section or --metrics list) shows "-" there.
 FIGURES = [
     ("Duration", "time"),
+    ("gpu__time_duration.sum", "time"),
+    ("sm__cycles_elapsed.avg.per_second", "SM clock"),
+    ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "tensor %"),
     ("dram__bytes_read.sum", "DRAM read"),
+    ("dram__bytes_write.sum", "DRAM write"),
     ("DRAM Throughput", "DRAM %"),
+    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %"),
+    ("lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "L2 %"),
     ("Compute (SM) Throughput", "SM %"),
     ("L2 Hit Rate", "L2 hit %"),
 ]
@@ -32,6 +39,10 @@ def scaled(value, unit):
         return f"{value / 1e3:.3f} ms"
     if unit == "msecond":
         return f"{value:.3f} ms"
+    if unit in ("hz", "Hz", "cycle/second"):
+        return f"{value / 1e9:.2f} GHz"
+    if unit in ("Mhz", "MHz"):
+        return f"{value / 1e3:.2f} GHz"
     if unit in ("byte", "Kbyte", "Mbyte", "Gbyte"):
         factor = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}[unit]
         return f"{value * factor / 1e9:.2f} GB"
@@ -53,10 +64,11 @@ def main():
     if not launches:
         print("no profiled launches in", args.csv)
         return 1
-    print("id  " + "  ".join(f"{label:>10}" for _, label in FIGURES) + "  grid        kernel")
+    figures = [(metric, label) for metric, label in FIGURES if any(metric in m for m in launches.values())]
+    print("id  " + "  ".join(f"{label:>10}" for _, label in figures) + "  grid        kernel")
     for (launch, kernel, grid), metrics in launches.items():
         cells = []
-        for metric, _ in FIGURES:
+        for metric, _ in figures:
             if metric in metrics:
                 value, unit = metrics[metric]
                 cells.append(f"{scaled(number(value), unit):>10}")
