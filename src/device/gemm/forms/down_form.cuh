@@ -30,7 +30,7 @@ struct DownForm : ResolvedRowStoreHandoff {
     static constexpr bool kGatedRows = false;  // A is h, written by gate_up
 
     __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
-        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K, slots);
+        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K, slots, Scheduler::kDownBandTiles);
     }
 
     __device__ static void prefetch(const Params& p) {
