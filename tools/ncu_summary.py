@@ -12,19 +12,18 @@ from collections import OrderedDict
 
 # CSV columns of ncu's --csv output (one row per metric of each launch).
 ID, KERNEL, GRID, METRIC, UNIT, VALUE = 0, 4, 8, 12, 13, 14
-# A launch without a figure's metric (another section or --metrics list) shows "-" there.
+# Each figure with the metrics that give it, first found first: a section's name, or a raw metric of a --metrics list.
+# A launch with none of them shows "-" there; a figure no launch has is left out.
 FIGURES = [
-    ("Duration", "time"),
-    ("gpu__time_duration.sum", "time"),
-    ("sm__cycles_elapsed.avg.per_second", "SM clock"),
-    ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "tensor %"),
-    ("dram__bytes_read.sum", "DRAM read"),
-    ("dram__bytes_write.sum", "DRAM write"),
-    ("DRAM Throughput", "DRAM %"),
-    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %"),
-    ("lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "L2 %"),
-    ("Compute (SM) Throughput", "SM %"),
-    ("L2 Hit Rate", "L2 hit %"),
+    ("time", ("Duration", "gpu__time_duration.sum")),
+    ("SM clock", ("sm__cycles_elapsed.avg.per_second",)),
+    ("tensor %", ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",)),
+    ("DRAM read", ("dram__bytes_read.sum",)),
+    ("DRAM write", ("dram__bytes_write.sum",)),
+    ("DRAM %", ("DRAM Throughput", "dram__throughput.avg.pct_of_peak_sustained_elapsed")),
+    ("L2 %", ("lts__t_sectors.avg.pct_of_peak_sustained_elapsed",)),
+    ("SM %", ("Compute (SM) Throughput",)),
+    ("L2 hit %", ("L2 Hit Rate",)),
 ]
 
 
@@ -35,14 +34,12 @@ def number(text):
 def scaled(value, unit):
     if unit in ("nsecond", "ns"):
         return f"{value / 1e6:.3f} ms"
-    if unit == "usecond":
+    if unit in ("usecond", "us"):
         return f"{value / 1e3:.3f} ms"
-    if unit == "msecond":
+    if unit in ("msecond", "ms"):
         return f"{value:.3f} ms"
     if unit in ("hz", "Hz", "cycle/second"):
         return f"{value / 1e9:.2f} GHz"
-    if unit in ("Mhz", "MHz"):
-        return f"{value / 1e3:.2f} GHz"
     if unit in ("byte", "Kbyte", "Mbyte", "Gbyte"):
         factor = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}[unit]
         return f"{value * factor / 1e9:.2f} GB"
@@ -64,13 +61,17 @@ def main():
     if not launches:
         print("no profiled launches in", args.csv)
         return 1
-    figures = [(metric, label) for metric, label in FIGURES if any(metric in m for m in launches.values())]
-    print("id  " + "  ".join(f"{label:>10}" for _, label in figures) + "  grid        kernel")
+    def figure_of(names, metrics):
+        return next((metrics[name] for name in names if name in metrics), None)
+
+    figures = [(label, names) for label, names in FIGURES if any(figure_of(names, m) for m in launches.values())]
+    print("id  " + "  ".join(f"{label:>10}" for label, _ in figures) + "  grid        kernel")
     for (launch, kernel, grid), metrics in launches.items():
         cells = []
-        for metric, _ in figures:
-            if metric in metrics:
-                value, unit = metrics[metric]
+        for _, names in figures:
+            found = figure_of(names, metrics)
+            if found is not None:
+                value, unit = found
                 cells.append(f"{scaled(number(value), unit):>10}")
             else:
                 cells.append(f"{'-':>10}")
