@@ -29,8 +29,11 @@ struct DownForm : ResolvedRowStoreHandoff {
     static constexpr bool kMaskKTail = false;
     static constexpr bool kGatedRows = false;  // A is h, written by gate_up
 
+    // Bands of sixteen with fixed starts: bands of eight cost this form's layer stage 2-3.5%, starts at experts up to
+    // 1.6% (docs/gemm.md).
     __device__ static Scheduler make_scheduler(const Params& p, TileSlots slots = TileSlots::of_cta()) {
-        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K, slots, Scheduler::kDownBandTiles);
+        return Scheduler(p.groups, p.out.num_cols, (p.width + BLOCK_K - 1) / BLOCK_K, slots, Scheduler::kDownBandTiles,
+                         Scheduler::BandStarts::kFixed);
     }
 
     __device__ static void prefetch(const Params& p) {
