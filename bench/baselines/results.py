@@ -55,6 +55,7 @@ class Figure:
     value: float
     spread: Optional[Spread] = None
     reps: int = 0
+    samples: Optional[list[float]] = None  # timed figures: each repetition's value, in the order they ran
     baseline: Optional[Reference] = None
     ceiling: Optional[Reference] = None
 
@@ -125,6 +126,7 @@ def time_figure(name: str, stats: TimingStats) -> Figure:
         value=stats.median_ms,
         spread=Spread(stats.min_ms, stats.p25_ms, stats.p75_ms, stats.max_ms),
         reps=stats.reps,
+        samples=list(stats.samples_ms),
     )
 
 
@@ -263,6 +265,8 @@ def _figure_json(figure: Figure) -> dict[str, Any]:
         s = figure.spread
         ends = (("min", s.min), ("p25", s.p25), ("p75", s.p75), ("max", s.max))
         out["spread"] = {key: _finite_or_none(float(v)) for key, v in ends}
+    if figure.samples:
+        out["samples"] = [_finite_or_none(float(v)) for v in figure.samples]
     if figure.baseline is not None:
         out["baseline"] = _reference_json(figure.baseline)
         out["ratio"] = figure.ratio()

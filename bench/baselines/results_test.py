@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/baselines/results.py's write_result: the file it writes holds the result, a second run with the same
 name gets a file of its own instead of overwriting the first, and a run that writes its result again after each
-case (as the baselines do) keeps one file, which holds its latest cases."""
+case (as the baselines do) keeps one file, which holds its latest cases; a time figure carries every
+repetition's time in the order they ran."""
 import json
 import sys
 import tempfile
@@ -25,10 +26,15 @@ def main():
         assert json.loads(first.read_text())["config"] == {"round": 1}
         assert json.loads(second.read_text())["config"] == {"round": 2}
         # The first run writes again, with a case more: its own file changes, the second run's does not.
-        first_result.cases.append(results.Case("after-the-first-write"))
+        case = results.Case("after-the-first-write")
+        case.figures.append(results.time_figure("time", results.summarize([2.0, 4.0, 3.0])))
+        first_result.cases.append(case)
         again = results.write_result(first_result, folder)
         assert again == first, again.name
-        assert [c["name"] for c in json.loads(first.read_text())["cases"]] == ["after-the-first-write"]
+        cases = json.loads(first.read_text())["cases"]
+        assert [c["name"] for c in cases] == ["after-the-first-write"]
+        time = cases[0]["figures"][0]
+        assert time["value"] == 3.0 and time["samples"] == [2.0, 4.0, 3.0], time
         assert json.loads(second.read_text())["cases"] == []
         leftovers = sorted(p.name for p in folder.iterdir() if p not in (first, second))
         assert not leftovers, f"partial or extra files left behind: {leftovers}"

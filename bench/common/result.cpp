@@ -68,6 +68,13 @@ Json figure_json(const Figure& figure) {
             .set("max", figure.spread->max);
         json.set("spread", std::move(spread));
     }
+    if (!figure.samples.empty()) {
+        Json samples = Json::array();
+        for (const double sample : figure.samples) {
+            samples.push(sample);
+        }
+        json.set("samples", std::move(samples));
+    }
     if (figure.baseline) {
         json.set("baseline", reference_json(*figure.baseline)).set("ratio", figure.ratio());
     }
@@ -141,6 +148,7 @@ Figure time_figure(std::string name, const TimingStats& stats) {
     figure.value = stats.median_ms;
     figure.spread = Spread{stats.min_ms, stats.p25_ms, stats.p75_ms, stats.max_ms};
     figure.num_reps = stats.num_reps();
+    figure.samples = stats.samples_ms;
     return figure;
 }
 

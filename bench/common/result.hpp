@@ -41,6 +41,7 @@ struct Figure {
     double value = 0.0;  // the median over the repetitions for timed figures
     std::optional<Spread> spread;
     int num_reps = 0;                   // repetitions behind value and spread; 0 for derived or single values
+    std::vector<double> samples;        // timed figures: each repetition's value, in the order they ran
     std::optional<Reference> baseline;  // same unit as the figure
     std::optional<Reference> ceiling;   // for fractions: the ceiling divided by
 
@@ -52,7 +53,7 @@ struct Figure {
     Figure& against(std::string baseline_name, double baseline_value);
 };
 
-// Median time and its spread, in milliseconds.
+// Median time, its spread and every repetition's time, in milliseconds.
 Figure time_figure(std::string name, const TimingStats& stats);
 // A rate `amount_per_run / time` from timed runs, e.g. GB/s with amount in GB or TFLOP/s with amount in TFLOP.
 // The slowest repetition gives the smallest rate, so the spread's ends swap relative to the times.

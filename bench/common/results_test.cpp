@@ -86,6 +86,7 @@ TEST(BenchFigures, RatioIsTimesBetterThanTheBaseline) {
     Figure time = time_figure("time", stats);
     EXPECT_EQ(time.unit, "ms");
     EXPECT_EQ(time.value, 3.0);
+    EXPECT_EQ(time.samples, (std::vector<double>{2.0, 4.0, 3.0}));  // in the order they ran
     EXPECT_TRUE(std::isnan(time.ratio()));
     time.against("nccl_pytorch", 6.0);
     EXPECT_DOUBLE_EQ(time.ratio(), 2.0);  // half the baseline's time: twice as good
@@ -153,6 +154,7 @@ TEST(BenchResult, WritesTheSchema) {
     EXPECT_EQ(json.rfind("{\"schema_version\":1,\"benchmark\":\"ceilings\",\"run_id\":\"run-1\"", 0), 0u);
     EXPECT_NE(json.find("\"baseline\":{\"name\":\"cublas\",\"value\":3,\"unit\":\"ms\"},\"ratio\":2"),
               std::string::npos);
+    EXPECT_NE(json.find("\"samples\":[1,2]"), std::string::npos);
     EXPECT_NE(json.find("\"status\":\"skipped\",\"note\":\"needs 2 GPUs\""), std::string::npos);
     EXPECT_NE(format_summary(result).find("skipped: needs 2 GPUs"), std::string::npos);
 }
