@@ -42,8 +42,10 @@ DEFAULT_TOKENS = (4096,)
 FULL_TOKENS = (2048, 4096, 16384)
 QUICK_SHAPES = ("deepseek-v3",)
 # A layer pass takes 5-150 ms: a few repetitions give a stable median and keep the full sweep within minutes.
-WARMUP, REPS = 2, 5
-QUICK_WARMUP, QUICK_REPS = 1, 3
+# Fifteen warm-up passes (0.1-2 s) take the GPU to its steady clock, as mok's layer benchmark does with thirty of its
+# shorter passes (docs/benchmarking.md, "Warm-up to the steady clock").
+WARMUP, REPS = 15, 5
+QUICK_WARMUP, QUICK_REPS = 15, 3
 # The ceiling's GEMM takes about 1.5 ms: more repetitions cost nothing.
 CEILING_REPS = 10
 

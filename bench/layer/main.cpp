@@ -34,8 +34,11 @@ constexpr double kFlopsPerTflop = 1e12;
 // Values of x, dy and the weights: small, so that sums over thousands of terms stay well inside bf16's range.
 constexpr float kActivationScale = 1.0f;
 constexpr float kWeightScale = 0.02f;
-// Long cases: fewer repetitions than the library default (the JSON config records them).
-constexpr int kWarmup = 2;
+// Long cases: fewer repetitions than the library default (the JSON config records them). Thirty warm-up passes
+// (about 0.1-0.5 s of back-to-back passes) take the GPU to the clock it keeps under a steady load: with two, the
+// timed passes ran at the clock of a GPU that had been idle -- DeepSeek-V3's EP 2 forward 6.3-6.4 ms, then 7.2 ms
+// from about the tenth pass on (docs/benchmarking.md, "Warm-up to the steady clock").
+constexpr int kWarmup = 30;
 constexpr int kReps = 10;
 constexpr int kQuickReps = 4;
 // The compute ceiling: a dense bf16 GEMM of this size, timed by cuBLAS in the same run.
