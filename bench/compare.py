@@ -10,6 +10,10 @@ machine over the call shows as spread instead of as a difference.
     python3 bench/compare.py results-a/ results-b/ --baseline 765e07fb4b16
     python3 bench/compare.py bench/results/gemm-*765e07fb4b16.json bench/results/gemm-*95f8c7819e0f.json
 
+A time figure that carries its repetitions' times (`samples`) is also checked for drift: where the median of its
+last third differs from that of its first third by more than DRIFT_THRESHOLD, the figure was taken before the GPU's
+clock settled (docs/benchmarking.md, "Warm-up to the steady clock"), and such figures are listed after the tables.
+
 Only the standard library is needed.
 """
 import argparse
@@ -27,8 +31,22 @@ def result_files(paths):
             yield p
 
 
-def load(paths):
-    """{(benchmark, commit): {case: [time per run]}}, and the commits in the order first seen."""
+# Relative change between the first and the last third of a figure's repetitions above which it is listed as
+# drifting: the run-to-run spread of settled layer figures is about 1%.
+DRIFT_THRESHOLD = 0.03
+
+
+def drift(samples):
+    """median(last third) / median(first third) - 1 of the repetitions in the order they ran; None below six."""
+    if len(samples) < 6:
+        return None
+    third = len(samples) // 3
+    return statistics.median(samples[-third:]) / statistics.median(samples[:third]) - 1.0
+
+
+def load(paths, drifting=None):
+    """{(benchmark, commit): {case: [time per run]}}, and the commits in the order first seen. With `drifting`, a
+    list, appends (file name, case, drift) for every time figure whose samples drift beyond DRIFT_THRESHOLD."""
     times = {}
     commits = []
     for path in result_files(paths):
@@ -47,6 +65,10 @@ def load(paths):
             for figure in case.get("figures", []):
                 if figure.get("name") == "time" and isinstance(figure.get("value"), (int, float)):
                     cases.setdefault(case["name"], []).append(float(figure["value"]))
+                    samples = [float(v) for v in figure.get("samples") or [] if isinstance(v, (int, float))]
+                    change = drift(samples)
+                    if drifting is not None and change is not None and abs(change) > DRIFT_THRESHOLD:
+                        drifting.append((path.name, case["name"], change))
     return times, commits
 
 
@@ -56,7 +78,8 @@ def main():
     parser.add_argument("--baseline", help="commit (or a prefix of it) the others are compared against")
     args = parser.parse_args()
 
-    times, commits = load(args.paths)
+    drifting = []
+    times, commits = load(args.paths, drifting)
     if len(commits) < 2:
         print("compare: results of at least two commits are needed", file=sys.stderr)
         return 2
@@ -91,6 +114,11 @@ def main():
         print(f"{header[0]:<{width}}  " + "  ".join(f"{h:>32}" for h in header[1:]))
         for case, cells in rows:
             print(f"{case:<{width}}  " + "  ".join(f"{cell:>32}" for cell in cells))
+    if drifting:
+        print(f"\nrepetitions drifting by more than {DRIFT_THRESHOLD:.0%} from the first third to the last "
+              "(the clock had not settled; docs/benchmarking.md):")
+        for name, case, change in drifting:
+            print(f"  {name}  {case}  {change:+.1%}")
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/compare.py on made-up result files: medians over runs, the speedup over the baseline, and the refusal of
-a single commit."""
+"""bench/compare.py on made-up result files: medians over runs, the speedup over the baseline, the refusal of
+a single commit, and the list of figures whose repetitions drift."""
 import json
 import subprocess
 import sys
@@ -10,9 +10,12 @@ from pathlib import Path
 COMPARE = Path(__file__).resolve().parent / "compare.py"
 
 
-def write(folder, name, commit, times):
+def write(folder, name, commit, times, samples=None):
+    figure = {"name": "time"}
+    if samples is not None:
+        figure["samples"] = samples
     doc = {"benchmark": "gemm", "commit": commit,
-           "cases": [{"name": case, "figures": [{"name": "time", "value": t}]} for case, t in times.items()]}
+           "cases": [{"name": case, "figures": [dict(figure, value=t)]} for case, t in times.items()]}
     (folder / name).write_text(json.dumps(doc))
 
 
@@ -36,6 +39,15 @@ def main():
         result = run(str(folder), "--baseline", "bbbb")
         line = next(l for l in result.stdout.splitlines() if l.startswith("x/m128/down"))
         assert "0.500x" in line, line
+        # Settled repetitions are not listed; a run whose last third is 10% slower than its first is.
+        drift = folder / "drift"
+        drift.mkdir()
+        write(drift, "settled.json", "aaaaaaaaaaaa", {"x/m128/down": 2.0}, [2.0, 2.02, 1.99, 2.01, 2.0, 2.02])
+        write(drift, "warming.json", "bbbbbbbbbbbb", {"x/m128/down": 2.1}, [2.0, 2.0, 2.1, 2.1, 2.2, 2.2])
+        result = run(str(drift), "--baseline", "aaaa")
+        assert result.returncode == 0, result.stderr
+        listed = result.stdout.split("drifting", 1)[1].splitlines()[1:]
+        assert [l.split() for l in listed] == [["warming.json", "x/m128/down", "+10.0%"]], result.stdout
         # One commit alone is no comparison.
         only_a = folder / "only_a"
         only_a.mkdir()
