@@ -65,9 +65,11 @@ def load(paths, drifting=None):
             for figure in case.get("figures", []):
                 if figure.get("name") == "time" and isinstance(figure.get("value"), (int, float)):
                     cases.setdefault(case["name"], []).append(float(figure["value"]))
+                    if drifting is None:
+                        continue
                     samples = [float(v) for v in figure.get("samples") or [] if isinstance(v, (int, float))]
                     change = drift(samples)
-                    if drifting is not None and change is not None and abs(change) > DRIFT_THRESHOLD:
+                    if change is not None and abs(change) > DRIFT_THRESHOLD:
                         drifting.append((path.name, case["name"], change))
     return times, commits
 
