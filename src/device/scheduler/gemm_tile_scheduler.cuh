@@ -103,6 +103,7 @@ class GroupedRowScheduler {
     }
 
   private:
+    // Completes `tile` at (m_idx, n_idx) from the row groups and steps to this copy's next slot.
     MOK_HOST_DEVICE MOK_INLINE void fill(Tile& tile, int32_t m_idx, int32_t n_idx) {
         tile.m_idx = m_idx;
         tile.n_idx = n_idx;
