@@ -35,7 +35,7 @@ constexpr double kFlopsPerTflop = 1e12;
 constexpr float kActivationScale = 1.0f;
 constexpr float kWeightScale = 0.02f;
 // Long cases: fewer repetitions than the library default (the JSON config records them). Thirty warm-up passes
-// (about 0.1-0.5 s of back-to-back passes) take the GPU to the clock it keeps under a steady load: with two, the
+// (0.2-0.4 s for DeepSeek-V3, the case measured) take the GPU to the clock it keeps under a steady load: with two, the
 // timed passes ran at the clock of a GPU that had been idle -- DeepSeek-V3's EP 2 forward 6.3-6.4 ms, then 7.2 ms
 // from about the tenth pass on (docs/benchmarking.md, "Warm-up to the steady clock").
 constexpr int kWarmup = 30;
