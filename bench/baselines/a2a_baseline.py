@@ -90,9 +90,9 @@ def main(argv: list[str]) -> int:
     device, sm_count = common.device_description(ctx)
     result = results.Result(
         run=results.make_run_info(BENCHMARK, device, ctx.world, sm_count),
-        config={"warmup": warmup, "reps": reps, "environment": common.environment(ctx)},
+        config={"warmup": warmup, "warmup_ms": args.warmup_ms, "reps": reps, "environment": common.environment(ctx)},
     )
-    timer = common.Timer(ctx)
+    timer = common.Timer(ctx, args.warmup_ms)
     for name, chunk in planned_sizes(args, ctx.world, ctx.device.type == "cpu"):
         if ctx.world < 2:
             case = results.Case(name, status=results.STATUS_SKIPPED, note="needs 2 or more GPUs (one process each)")

@@ -114,12 +114,33 @@ def parse_choices(
     return chosen
 
 
+# Warm-up by duration, the C++ benchmarks' kDefaultWarmupMs (bench/common/timing.hpp): enough device time to take a GPU
+# that was idle to the clock it keeps under a steady load (docs/benchmarking.md, "Warm-up to the steady clock").
+WARMUP_MS = 300.0
+
+
+def non_negative_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number of milliseconds, got '{text}'")
+    return value
+
+
 def add_common_flags(parser: argparse.ArgumentParser) -> None:
     """The flags every benchmark program shares (bench/common/options.hpp has the C++ twin)."""
     parser.add_argument("--out", type=Path, default=results.default_out_dir(), help="where the JSON goes")
     parser.add_argument("--quick", action="store_true", help="a representative subset, fewer repetitions")
     parser.add_argument("--full", action="store_true", help="the whole sweep")
-    parser.add_argument("--warmup", type=int, default=None, help="untimed runs before the timed ones")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed runs before the timed ones, at least")
+    parser.add_argument(
+        "--warmup-ms",
+        type=non_negative_ms,
+        default=WARMUP_MS,
+        help="and at least this much device time in them (0: the count alone)",
+    )
     parser.add_argument("--reps", type=int, default=None, help="timed repetitions")
     parser.add_argument("--seed", type=int, default=2026, help="seed of every random input")
     parser.add_argument(
@@ -173,44 +194,9 @@ def shutdown(ctx: DistContext) -> None:
 class EpGroups:
     """Expert-parallel groups of every degree a run uses: consecutive blocks of `ep` ranks."""
 
-    def __init__(self, ctx: DistContext):
+    def __init__(self, ctx: DistContext, warmup_ms: float = WARMUP_MS):
         self._ctx = ctx
-        self._groups: dict[int, Optional[dist.ProcessGroup]] = {1: None}
-
-    def get(self, ep: int) -> Optional[dist.ProcessGroup]:
-        if ep in self._groups:
-            return self._groups[ep]
-        if self._ctx.world % ep != 0:
-            raise ValueError(f"EP {ep} does not divide the {self._ctx.world} ranks of this run")
-        if ep == self._ctx.world:
-            group = dist.group.WORLD
-        else:
-            # Collective: every rank creates every block's group, in the same order.
-            group, _ = dist.new_subgroups(group_size=ep)
-        self._groups[ep] = group
-        return group
-
-
-def all_reduce_max(ctx: DistContext, value: float) -> float:
-    if ctx.backend is None:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
-def any_rank(ctx: DistContext, flag: bool) -> bool:
-    return all_reduce_max(ctx, 1.0 if flag else 0.0) > 0.0
-
-
-class Timer:
-    """Times a body on this rank and takes, per repetition, the maximum over all ranks of the run."""
-
-    # Writing twice the L2's size evicts whatever the previous run left there.
-    L2_COVER_FACTOR = 2
-
-    def __init__(self, ctx: DistContext):
-        self._ctx = ctx
+        self._warmup_ms = warmup_ms
         self._flush: Optional[torch.Tensor] = None
         self._align: Optional[torch.Tensor] = None
         if ctx.device.type == "cuda":
@@ -224,6 +210,46 @@ class Timer:
         if self._ctx.backend is not None and self._align is not None:
             dist.all_reduce(self._align)
 
+    def _run(self, body: Callable[[int], None], iteration: int, prepare: Optional[Callable[[int], None]], events=None):
+        if prepare is not None:
+            # Aligned before the untimed part too: no rank may start the next run (and write into a peer's
+            # buffers) while a peer still works on the previous one.
+            self._align_ranks()
+            prepare(iteration)
+        self._flush.bitwise_not_()
+        self._align_ranks()
+        if events is not None:
+            events[0].record()
+        body(iteration)
+        if events is not None:
+            events[1].record()
+
+    def _most_over_ranks(self, value: float) -> float:
+        if self._ctx.backend is None:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=self._ctx.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def _warm_up(self, body, warmup: int, prepare) -> tuple[int, float]:
+        """Runs until there have been `warmup` runs and they have taken the Timer's warmup_ms of device time on the
+        slowest rank; every rank runs the same count (the bodies may be collectives)."""
+        runs, elapsed_ms = 0, 0.0
+        next_runs = max(warmup, 1 if self._warmup_ms > 0 else 0)
+        for _ in range(self.MAX_WARMUP_ROUNDS):
+            if next_runs <= 0:
+                break
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for i in range(next_runs):
+                self._run(body, runs + i, prepare)
+            stop.record()
+            torch.cuda.synchronize(self._ctx.device)
+            elapsed_ms += self._most_over_ranks(start.elapsed_time(stop))
+            runs += next_runs
+            next_runs = results.more_warmup_runs(elapsed_ms, runs, self._warmup_ms) if self._warmup_ms > 0 else 0
+        return runs, elapsed_ms
+
     def time(
         self,
         body: Callable[[int], None],
@@ -231,27 +257,19 @@ class Timer:
         reps: int,
         prepare: Optional[Callable[[int], None]] = None,
     ) -> results.TimingStats:
-        """Runs prepare(i) (untimed) and body(i) for warmup + reps iterations; times the last reps bodies."""
+        """Runs prepare(i) (untimed) and body(i) for i = 0, 1, ...: warm-up runs until there have been `warmup`
+        and they have taken the Timer's warmup_ms of device time, then `reps` timed bodies."""
         if self._ctx.device.type != "cuda":
             return self._time_on_cpu(body, warmup, reps, prepare)
+        warmup_runs, warmup_ms = self._warm_up(body, warmup, prepare)
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for iteration in range(warmup + reps):
-            if prepare is not None:
-                # Aligned before the untimed part too: no rank may start the next run (and write into a peer's
-                # buffers) while a peer still works on the previous one.
-                self._align_ranks()
-                prepare(iteration)
-            self._flush.bitwise_not_()
-            self._align_ranks()
-            rep = iteration - warmup
-            if rep >= 0:
-                events[rep][0].record()
-            body(iteration)
-            if rep >= 0:
-                events[rep][1].record()
+        for rep in range(reps):
+            self._run(body, warmup_runs + rep, prepare, events[rep])
         torch.cuda.synchronize(self._ctx.device)
         samples = [start.elapsed_time(stop) for start, stop in events]
-        return results.summarize(self._max_over_ranks(samples))
+        stats = results.summarize(self._max_over_ranks(samples))
+        stats.warmup_runs, stats.warmup_ms = warmup_runs, warmup_ms
+        return stats
 
     def _time_on_cpu(self, body, warmup, reps, prepare) -> results.TimingStats:
         samples = []
@@ -262,7 +280,9 @@ class Timer:
             body(iteration)
             if iteration >= warmup:
                 samples.append((time.perf_counter() - start) * MS_PER_S)
-        return results.summarize(self._max_over_ranks(samples))
+        stats = results.summarize(self._max_over_ranks(samples))
+        stats.warmup_runs = warmup
+        return stats
 
     def _max_over_ranks(self, samples: list[float]) -> list[float]:
         if self._ctx.backend is None:

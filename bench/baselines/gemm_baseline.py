@@ -182,13 +182,14 @@ def main(argv: list[str]) -> int:
         run=results.make_run_info(BENCHMARK, device, ctx.world, sm_count),
         config={
             "warmup": warmup,
+            "warmup_ms": args.warmup_ms,
             "reps": reps,
             "flush_l2": ctx.device.type == "cuda",
             "groups": f"E / {EP_FOR_GROUPS} (the local experts of EP {EP_FOR_GROUPS}), at most {MAX_ROWS} rows",
             "environment": common.environment(ctx),
         },
     )
-    timer = common.Timer(ctx)
+    timer = common.Timer(ctx, args.warmup_ms)
     ceiling_case, ceiling = common.measure_matmul_ceiling(
         ctx, timer, warmup, CEILING_REPS, common.derived_seed(args.seed, "ceiling", ctx.rank)
     )

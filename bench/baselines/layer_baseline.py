@@ -42,10 +42,10 @@ DEFAULT_TOKENS = (4096,)
 FULL_TOKENS = (2048, 4096, 16384)
 QUICK_SHAPES = ("deepseek-v3",)
 # A layer pass takes 5-150 ms: a few repetitions give a stable median and keep the full sweep within minutes.
-# Fifteen warm-up passes (0.1-2 s) take the GPU to its steady clock, as mok's layer benchmark does with thirty of its
-# shorter passes (docs/benchmarking.md, "Warm-up to the steady clock").
-WARMUP, REPS = 15, 5
-QUICK_WARMUP, QUICK_REPS = 15, 3
+# The warm-up lasts at least --warmup-ms of device time besides these counts (common.Timer), which takes the GPU to
+# its steady clock, as mok's layer benchmark does (docs/benchmarking.md, "Warm-up to the steady clock").
+WARMUP, REPS = 3, 5
+QUICK_WARMUP, QUICK_REPS = 3, 3
 # The ceiling's GEMM takes about 1.5 ms: more repetitions cost nothing.
 CEILING_REPS = 10
 
@@ -137,7 +137,7 @@ class Runner:
         self.sweep = sweep
         self.args = args
         self.groups = common.EpGroups(ctx)
-        self.timer = common.Timer(ctx)
+        self.timer = common.Timer(ctx, args.warmup_ms)
         self.pools: dict[int, SymmBuffers] = {}
         self.symm_reason: Optional[str] = None
         device, sm_count = common.device_description(ctx)
@@ -145,6 +145,7 @@ class Runner:
             run=results.make_run_info(BENCHMARK, device, ctx.world, sm_count),
             config={
                 "warmup": sweep.warmup,
+                "warmup_ms": args.warmup_ms,
                 "reps": sweep.reps,
                 "flush_l2": ctx.device.type == "cuda",
                 "zipf_exponent": sweep.zipf_exponent,

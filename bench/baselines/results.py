@@ -48,6 +48,14 @@ class Reference:
 
 
 @dataclass
+class WarmUp:
+    """The untimed runs before a time figure's repetitions, and their device time."""
+
+    runs: int
+    ms: float
+
+
+@dataclass
 class Figure:
     name: str
     unit: str
@@ -56,6 +64,7 @@ class Figure:
     spread: Optional[Spread] = None
     reps: int = 0
     samples: Optional[list[float]] = None  # timed figures: each repetition's value, in the order they ran
+    warmup: Optional["WarmUp"] = None  # time figures: the untimed runs before the repetitions
     baseline: Optional[Reference] = None
     ceiling: Optional[Reference] = None
 
@@ -80,6 +89,8 @@ class TimingStats:
     max_ms: float = 0.0
     p25_ms: float = 0.0
     p75_ms: float = 0.0
+    warmup_runs: int = 0  # untimed runs before the repetitions
+    warmup_ms: float = 0.0  # their device time (the slowest rank's); 0 when not measured
 
     @property
     def reps(self) -> int:
@@ -108,6 +119,22 @@ def summarize(samples_ms: Sequence[float]) -> TimingStats:
     return stats
 
 
+# The C++ twin: bench/common/stats.hpp, more_warmup_runs and kMaxWarmupRunsPerRound.
+MAX_WARMUP_RUNS_PER_ROUND = 100000
+
+
+def more_warmup_runs(elapsed_ms: float, runs_so_far: int, min_warmup_ms: float) -> int:
+    """How many more warm-up runs at the mean length so far bring the warm-up to min_warmup_ms of device time."""
+    if elapsed_ms >= min_warmup_ms:
+        return 0
+    if runs_so_far <= 0:
+        return 1
+    if elapsed_ms <= 0:
+        return MAX_WARMUP_RUNS_PER_ROUND
+    needed = math.ceil((min_warmup_ms - elapsed_ms) / (elapsed_ms / runs_so_far))
+    return int(min(max(needed, 1), MAX_WARMUP_RUNS_PER_ROUND))
+
+
 def max_over_ranks(per_rank_samples_ms: Sequence[Sequence[float]]) -> list[float]:
     """Per repetition, the slowest rank: a multi-GPU step is as slow as its slowest rank."""
     if not per_rank_samples_ms:
@@ -127,6 +154,7 @@ def time_figure(name: str, stats: TimingStats) -> Figure:
         spread=Spread(stats.min_ms, stats.p25_ms, stats.p75_ms, stats.max_ms),
         reps=stats.reps,
         samples=list(stats.samples_ms),
+        warmup=WarmUp(stats.warmup_runs, stats.warmup_ms),
     )
 
 
@@ -267,6 +295,8 @@ def _figure_json(figure: Figure) -> dict[str, Any]:
         out["spread"] = {key: _finite_or_none(float(v)) for key, v in ends}
     if figure.samples:
         out["samples"] = [_finite_or_none(float(v)) for v in figure.samples]
+    if figure.warmup is not None:
+        out["warmup"] = {"runs": figure.warmup.runs, "ms": _finite_or_none(float(figure.warmup.ms))}
     if figure.baseline is not None:
         out["baseline"] = _reference_json(figure.baseline)
         out["ratio"] = figure.ratio()

@@ -35,10 +35,25 @@ def main():
         assert [c["name"] for c in cases] == ["after-the-first-write"]
         time = cases[0]["figures"][0]
         assert time["value"] == 3.0 and time["samples"] == [2.0, 4.0, 3.0], time
+        assert time["warmup"] == {"runs": 0, "ms": 0.0}, time
         assert json.loads(second.read_text())["cases"] == []
         leftovers = sorted(p.name for p in folder.iterdir() if p not in (first, second))
         assert not leftovers, f"partial or extra files left behind: {leftovers}"
+    check_warmup_runs()
     print("ok")
+
+
+def check_warmup_runs():
+    """The twin of the C++ more_warmup_runs (bench/common/results_test.cpp, WarmUpRunsReachTheDuration)."""
+    more = results.more_warmup_runs
+    assert more(300.0, 3, 300.0) == 0
+    assert more(10.0, 3, 0.0) == 0
+    assert more(6.0, 3, 300.0) == 147
+    assert more(299.0, 3, 300.0) == 1
+    assert more(9.0, 3, 10.0) == 1
+    assert more(0.0, 0, 300.0) == 1
+    assert more(0.0, 5, 300.0) == results.MAX_WARMUP_RUNS_PER_ROUND
+    assert more(1e-6, 1, 300.0) == results.MAX_WARMUP_RUNS_PER_ROUND
 
 
 if __name__ == "__main__":

@@ -75,11 +75,13 @@ int run(const CommonOptions& options) {
     const int num_gpus = std::min(visible, kPeerPairSize);
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kWarmup);
+    timing.min_warmup_ms = options.min_warmup_ms.value_or(kDefaultWarmupMs);
     timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
 
     Result result;
     result.run = collect_run_info("ceilings", num_gpus);
     result.config.set("warmup", timing.num_warmup)
+        .set("warmup_ms", timing.min_warmup_ms)
         .set("reps", timing.num_reps)
         .set("flush_l2", timing.flush_l2)
         .set("quick", options.quick)

@@ -3,10 +3,11 @@
 // Every benchmark program is built on it so that every figure is measured and recorded the same way
 // (docs/benchmarking.md is the method). The pieces, each in its own header:
 //
-//   options.hpp    parse_common_options(argc, argv): --out, --quick, --full, --warmup, --reps, --help; the rest
-//                  of argv is left for the program.
-//   timing.hpp     Timer(streams).time(body, {num_warmup, num_reps, flush_l2}) -> TimingStats. body(iteration)
-//                  enqueues one run; each timed repetition has its own CUDA event pair; the L2 is flushed before
+//   options.hpp    parse_common_options(argc, argv): --out, --quick, --full, --warmup, --warmup-ms, --reps, --help;
+//                  the rest of argv is left for the program.
+//   timing.hpp     Timer(streams).time(body, {num_warmup, min_warmup_ms, num_reps, flush_l2}) -> TimingStats.
+//                  body(iteration) enqueues one run; warm-up runs last a count and a device time; each timed
+//                  repetition has its own CUDA event pair; the L2 is flushed before
 //                  every run unless the body rotates its inputs (num_rotating_buffers). With several streams
 //                  (one per GPU/rank) a repetition's time is the slowest stream's. time_cuda(stream, body) for
 //                  a single stream.

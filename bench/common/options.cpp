@@ -28,6 +28,16 @@ int non_negative_count(const std::string& flag, const std::string& text) {
     return value;
 }
 
+double non_negative_ms(const std::string& flag, const std::string& text) {
+    double value = 0.0;
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (result.ec != std::errc() || result.ptr != text.data() + text.size() || !(value >= 0.0)) {
+        throw std::invalid_argument("flag " + flag + ": expected a non-negative number of milliseconds, got '" + text +
+                                    "'");
+    }
+    return value;
+}
+
 }  // namespace
 
 CommonOptions parse_common_options(int argc, char** argv) {
@@ -44,6 +54,8 @@ CommonOptions parse_common_options(int argc, char** argv) {
             options.full = true;
         } else if (arg == "--warmup") {
             options.num_warmup = non_negative_count(arg, value_after(args, i));
+        } else if (arg == "--warmup-ms") {
+            options.min_warmup_ms = non_negative_ms(arg, value_after(args, i));
         } else if (arg == "--reps") {
             options.num_reps = non_negative_count(arg, value_after(args, i));
         } else if (arg == "--help" || arg == "-h") {
@@ -62,7 +74,8 @@ std::string common_options_help() {
     return "  --out DIR      write the JSON result into DIR (default: $MOK_BENCH_OUT_DIR, else bench/results)\n"
            "  --quick        a representative subset, fewer repetitions\n"
            "  --full         the whole sweep\n"
-           "  --warmup N     untimed runs before the timed ones\n"
+           "  --warmup N     untimed runs before the timed ones, at least\n"
+           "  --warmup-ms MS and at least this much device time in them (0: the count alone)\n"
            "  --reps N       timed repetitions (median and spread are taken over them)\n"
            "  --help         this text\n";
 }

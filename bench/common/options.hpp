@@ -2,7 +2,8 @@
 //   --out DIR      where the JSON goes (default: MOK_BENCH_OUT_DIR, else the source tree's bench/results)
 //   --quick        a representative subset with fewer repetitions
 //   --full         the whole sweep
-//   --warmup N     untimed runs before the timed ones (default: the benchmark's own)
+//   --warmup N     untimed runs before the timed ones, at least (default: the benchmark's own)
+//   --warmup-ms MS and at least this much device time in them, 0 for the count alone (default: the benchmark's own)
 //   --reps N       timed repetitions (default: the benchmark's own)
 //   --help         print the flags and exit
 // Anything else is left, in order, for the program's own flags.
@@ -21,6 +22,7 @@ struct CommonOptions {
     bool quick = false;
     bool full = false;
     std::optional<int> num_warmup;
+    std::optional<double> min_warmup_ms;
     std::optional<int> num_reps;
     bool help = false;
     std::vector<std::string> rest;  // arguments this parser does not know, for the program to read

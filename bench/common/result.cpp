@@ -75,6 +75,11 @@ Json figure_json(const Figure& figure) {
         }
         json.set("samples", std::move(samples));
     }
+    if (figure.warmup) {
+        Json warmup = Json::object();
+        warmup.set("runs", figure.warmup->runs).set("ms", figure.warmup->ms);
+        json.set("warmup", std::move(warmup));
+    }
     if (figure.baseline) {
         json.set("baseline", reference_json(*figure.baseline)).set("ratio", figure.ratio());
     }
@@ -149,6 +154,7 @@ Figure time_figure(std::string name, const TimingStats& stats) {
     figure.spread = Spread{stats.min_ms, stats.p25_ms, stats.p75_ms, stats.max_ms};
     figure.num_reps = stats.num_reps();
     figure.samples = stats.samples_ms;
+    figure.warmup = WarmUp{stats.num_warmup_runs, stats.warmup_ms};
     return figure;
 }
 

@@ -34,6 +34,12 @@ struct Reference {
     std::string unit;
 };
 
+// The untimed runs before a timed figure's repetitions, and their device time.
+struct WarmUp {
+    int runs = 0;
+    double ms = 0.0;
+};
+
 struct Figure {
     std::string name;  // "time", "bandwidth", "tflops", "roofline_fraction", "peak_memory", ...
     std::string unit;  // "ms", "us", "GB/s", "TFLOP/s", "fraction", "GiB"
@@ -42,6 +48,7 @@ struct Figure {
     std::optional<Spread> spread;
     int num_reps = 0;                   // repetitions behind value and spread; 0 for derived or single values
     std::vector<double> samples;        // timed figures: each repetition's value, in the order they ran
+    std::optional<WarmUp> warmup;       // time figures: what ran before the repetitions
     std::optional<Reference> baseline;  // same unit as the figure
     std::optional<Reference> ceiling;   // for fractions: the ceiling divided by
 
@@ -53,7 +60,7 @@ struct Figure {
     Figure& against(std::string baseline_name, double baseline_value);
 };
 
-// Median time, its spread and every repetition's time, in milliseconds.
+// Median time, its spread and every repetition's time, in milliseconds, and the warm-up before them.
 Figure time_figure(std::string name, const TimingStats& stats);
 // A rate `amount_per_run / time` from timed runs, e.g. GB/s with amount in GB or TFLOP/s with amount in TFLOP.
 // The slowest repetition gives the smallest rate, so the spread's ends swap relative to the times.

@@ -81,6 +81,22 @@ TEST(BenchStats, MaxOverRanksIsPerRepetition) {
     EXPECT_THROW(max_over_ranks({{1.0}, {1.0, 2.0}}), std::invalid_argument);
 }
 
+TEST(BenchStats, WarmUpRunsReachTheDuration) {
+    // Enough: nothing more.
+    EXPECT_EQ(more_warmup_runs(300.0, 3, 300.0), 0);
+    EXPECT_EQ(more_warmup_runs(10.0, 3, 0.0), 0);
+    // 3 runs of 2 ms toward 300 ms: 147 more at the same length.
+    EXPECT_EQ(more_warmup_runs(6.0, 3, 300.0), 147);
+    // A fraction of a run rounds up, and a short warm-up always asks for at least one run.
+    EXPECT_EQ(more_warmup_runs(299.0, 3, 300.0), 1);
+    EXPECT_EQ(more_warmup_runs(9.0, 3, 10.0), 1);
+    // No runs yet: one, to learn their length. Runs that took no time: the most a round may ask.
+    EXPECT_EQ(more_warmup_runs(0.0, 0, 300.0), 1);
+    EXPECT_EQ(more_warmup_runs(0.0, 5, 300.0), kMaxWarmupRunsPerRound);
+    // Very short runs are capped per round.
+    EXPECT_EQ(more_warmup_runs(1e-6, 1, 300.0), kMaxWarmupRunsPerRound);
+}
+
 TEST(BenchFigures, RatioIsTimesBetterThanTheBaseline) {
     const TimingStats stats = summarize({2.0, 4.0, 3.0});
     Figure time = time_figure("time", stats);
@@ -128,7 +144,10 @@ TEST(BenchResult, WritesTheSchema) {
     Case ok;
     ok.name = "gemm_bf16/8192x8192x8192";
     ok.params.set("m", 8192);
-    ok.figures.push_back(time_figure("time", summarize({1.0, 2.0})).against("cublas", 3.0));
+    TimingStats stats = summarize({1.0, 2.0});
+    stats.num_warmup_runs = 4;
+    stats.warmup_ms = 301.5;
+    ok.figures.push_back(time_figure("time", stats).against("cublas", 3.0));
     Case skipped;
     skipped.name = "peer_copy/0to1";
     skipped.status = CaseStatus::kSkipped;
@@ -154,13 +173,14 @@ TEST(BenchResult, WritesTheSchema) {
     EXPECT_EQ(json.rfind("{\"schema_version\":1,\"benchmark\":\"ceilings\",\"run_id\":\"run-1\"", 0), 0u);
     EXPECT_NE(json.find("\"baseline\":{\"name\":\"cublas\",\"value\":3,\"unit\":\"ms\"},\"ratio\":2"),
               std::string::npos);
-    EXPECT_NE(json.find("\"samples\":[1,2]"), std::string::npos);
+    EXPECT_NE(json.find("\"samples\":[1,2],\"warmup\":{\"runs\":4,\"ms\":301.5}"), std::string::npos);
     EXPECT_NE(json.find("\"status\":\"skipped\",\"note\":\"needs 2 GPUs\""), std::string::npos);
     EXPECT_NE(format_summary(result).find("skipped: needs 2 GPUs"), std::string::npos);
 }
 
 TEST(BenchOptions, CommonFlagsAndTheRest) {
-    std::vector<std::string> args = {"prog", "--quick", "--reps", "7", "--model", "x", "--out", "out/bench"};
+    std::vector<std::string> args = {"prog", "--quick", "--reps",    "7",           "--model",
+                                     "x",    "--out",   "out/bench", "--warmup-ms", "250.5"};
     std::vector<char*> argv;
     for (std::string& arg : args) {
         argv.push_back(arg.data());
@@ -170,9 +190,19 @@ TEST(BenchOptions, CommonFlagsAndTheRest) {
     EXPECT_FALSE(options.full);
     EXPECT_EQ(options.num_reps, 7);
     EXPECT_FALSE(options.num_warmup.has_value());
+    EXPECT_EQ(options.min_warmup_ms, 250.5);
     EXPECT_EQ(options.out_dir, std::filesystem::path("out/bench"));
     EXPECT_EQ(options.rest, (std::vector<std::string>{"--model", "x"}));
 
+    for (const char* bad_ms : {"-1", "soon", "nan"}) {
+        std::vector<std::string> bad = {"prog", "--warmup-ms", bad_ms};
+        std::vector<char*> bad_argv;
+        for (std::string& arg : bad) {
+            bad_argv.push_back(arg.data());
+        }
+        EXPECT_THROW(parse_common_options(static_cast<int>(bad_argv.size()), bad_argv.data()), std::invalid_argument)
+            << bad_ms;
+    }
     std::vector<std::string> bad = {"prog", "--reps", "many"};
     std::vector<char*> bad_argv;
     for (std::string& arg : bad) {

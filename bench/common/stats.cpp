@@ -1,6 +1,7 @@
 #include "bench/common/stats.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace mok::bench {
@@ -51,6 +52,18 @@ std::vector<double> max_over_ranks(const std::vector<std::vector<double>>& per_r
         }
     }
     return slowest;
+}
+
+int more_warmup_runs(double elapsed_ms, int runs_so_far, double min_warmup_ms) {
+    if (elapsed_ms >= min_warmup_ms) {
+        return 0;
+    }
+    if (runs_so_far <= 0 || elapsed_ms <= 0.0) {
+        return runs_so_far <= 0 ? 1 : kMaxWarmupRunsPerRound;
+    }
+    const double per_run_ms = elapsed_ms / runs_so_far;
+    const double needed = std::ceil((min_warmup_ms - elapsed_ms) / per_run_ms);
+    return static_cast<int>(std::clamp(needed, 1.0, static_cast<double>(kMaxWarmupRunsPerRound)));
 }
 
 }  // namespace mok::bench

@@ -11,8 +11,10 @@ struct TimingStats {
     double median_ms = 0.0;
     double min_ms = 0.0;
     double max_ms = 0.0;
-    double p25_ms = 0.0;  // first quartile
-    double p75_ms = 0.0;  // third quartile
+    double p25_ms = 0.0;      // first quartile
+    double p75_ms = 0.0;      // third quartile
+    int num_warmup_runs = 0;  // untimed runs before the repetitions
+    double warmup_ms = 0.0;   // their device time (the slowest stream's); 0 when not measured
 
     int num_reps() const { return static_cast<int>(samples_ms.size()); }
 };
@@ -24,5 +26,13 @@ TimingStats summarize(std::vector<double> samples_ms);
 // Element i is the largest of per_rank_samples_ms[r][i] over the ranks r. Every rank must hold the same
 // number of samples (the same repetitions); a mismatch throws std::invalid_argument.
 std::vector<double> max_over_ranks(const std::vector<std::vector<double>>& per_rank_samples_ms);
+
+// Warm-up by duration: after `runs_so_far` warm-up runs that took `elapsed_ms` of device time, how many more runs
+// at their mean length bring the warm-up to `min_warmup_ms` (0 once it is there; at least 1 while it is not, and at
+// most kMaxWarmupRunsPerRound). Power-limited kernels run fast on a cool GPU for a fraction of a second before the
+// clock settles (docs/benchmarking.md, "Warm-up to the steady clock"); a count of runs covers that for long runs
+// and not for short ones, a duration for both.
+inline constexpr int kMaxWarmupRunsPerRound = 100000;
+int more_warmup_runs(double elapsed_ms, int runs_so_far, double min_warmup_ms);
 
 }  // namespace mok::bench

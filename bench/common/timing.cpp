@@ -26,12 +26,71 @@ class CurrentDevice {
     int saved_ = 0;
 };
 
-struct EventPair {
-    cudaEvent_t start = nullptr;
-    cudaEvent_t stop = nullptr;
+// A warm-up whose runs keep getting shorter could ask for round after round; a few rounds reach any duration
+// (each round aims at the rest of it from the runs' mean length so far).
+constexpr int kMaxWarmupRounds = 8;
+
+void synchronize(const std::vector<StreamOnDevice>& streams) {
+    for (const StreamOnDevice& s : streams) {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(s.device));
+        MOK_BENCH_CHECK_CUDA(cudaStreamSynchronize(s.stream));
+    }
+}
+
+// Sets a flag for its lifetime, so that it is cleared even when the body throws.
+class TimedRunFlag {
+  public:
+    explicit TimedRunFlag(bool& flag) : flag_(flag) { flag_ = true; }
+    ~TimedRunFlag() { flag_ = false; }
+    TimedRunFlag(const TimedRunFlag&) = delete;
+    TimedRunFlag& operator=(const TimedRunFlag&) = delete;
+
+  private:
+    bool& flag_;
 };
 
 }  // namespace
+
+struct EventPairs {
+    explicit EventPairs(const std::vector<StreamOnDevice>& streams) {
+        for (const StreamOnDevice& s : streams) {
+            MOK_BENCH_CHECK_CUDA(cudaSetDevice(s.device));
+            devices.push_back(s.device);
+            starts.push_back(nullptr);
+            stops.push_back(nullptr);
+            MOK_BENCH_CHECK_CUDA(cudaEventCreate(&starts.back()));
+            MOK_BENCH_CHECK_CUDA(cudaEventCreate(&stops.back()));
+        }
+    }
+    ~EventPairs() {
+        for (size_t s = 0; s < devices.size(); ++s) {
+            cudaSetDevice(devices[s]);
+            cudaEventDestroy(starts[s]);
+            cudaEventDestroy(stops[s]);
+        }
+    }
+    EventPairs(const EventPairs&) = delete;
+    EventPairs& operator=(const EventPairs&) = delete;
+
+    // The caller has made stream s's device current.
+    void record_start(size_t s, cudaStream_t stream) const { MOK_BENCH_CHECK_CUDA(cudaEventRecord(starts[s], stream)); }
+    void record_stop(size_t s, cudaStream_t stream) const { MOK_BENCH_CHECK_CUDA(cudaEventRecord(stops[s], stream)); }
+    // Per stream, once both events have completed.
+    std::vector<double> elapsed_ms() const {
+        std::vector<double> ms;
+        for (size_t s = 0; s < devices.size(); ++s) {
+            float value = 0.0f;
+            MOK_BENCH_CHECK_CUDA(cudaSetDevice(devices[s]));
+            MOK_BENCH_CHECK_CUDA(cudaEventElapsedTime(&value, starts[s], stops[s]));
+            ms.push_back(value);
+        }
+        return ms;
+    }
+
+    std::vector<int> devices;
+    std::vector<cudaEvent_t> starts;
+    std::vector<cudaEvent_t> stops;
+};
 
 L2Flusher::L2Flusher(int device) {
     int l2_bytes = 0;
@@ -63,50 +122,78 @@ Timer::Timer(std::vector<StreamOnDevice> streams) : streams_(std::move(streams))
 Timer::~Timer() = default;
 
 TimingStats Timer::time(const std::function<void(int iteration)>& body, const TimingOptions& options) {
-    if (options.num_reps <= 0 || options.num_warmup < 0) {
-        throw std::invalid_argument("Timer::time: expected num_reps > 0 and num_warmup >= 0");
+    if (options.num_reps <= 0 || options.num_warmup < 0 || !(options.min_warmup_ms >= 0.0)) {
+        throw std::invalid_argument("Timer::time: expected num_reps > 0, num_warmup >= 0 and min_warmup_ms >= 0");
     }
     CurrentDevice restore;
-    const size_t num_streams = streams_.size();
-    std::vector<std::vector<EventPair>> events(num_streams, std::vector<EventPair>(options.num_reps));
-    for (size_t s = 0; s < num_streams; ++s) {
+    const auto [num_warmup_runs, warmup_ms] = warm_up(body, options);
+    std::vector<std::unique_ptr<EventPairs>> reps;
+    for (int rep = 0; rep < options.num_reps; ++rep) {
+        reps.push_back(std::make_unique<EventPairs>(streams_));
+    }
+    {
+        const TimedRunFlag timed(in_timed_run_);
+        for (int rep = 0; rep < options.num_reps; ++rep) {
+            run_once(body, num_warmup_runs + rep, options.flush_l2, reps[rep].get());
+        }
+    }
+    per_stream_samples_ms_.assign(streams_.size(), {});
+    synchronize(streams_);
+    for (const auto& pairs : reps) {
+        const std::vector<double> ms = pairs->elapsed_ms();
+        for (size_t s = 0; s < streams_.size(); ++s) {
+            per_stream_samples_ms_[s].push_back(ms[s]);
+        }
+    }
+    TimingStats stats = summarize(max_over_ranks(per_stream_samples_ms_));
+    stats.num_warmup_runs = num_warmup_runs;
+    stats.warmup_ms = warmup_ms;
+    return stats;
+}
+
+void Timer::run_once(const std::function<void(int)>& body, int iteration, bool flush_l2, const EventPairs* events) {
+    for (size_t s = 0; s < streams_.size(); ++s) {
         MOK_BENCH_CHECK_CUDA(cudaSetDevice(streams_[s].device));
-        for (EventPair& pair : events[s]) {
-            MOK_BENCH_CHECK_CUDA(cudaEventCreate(&pair.start));
-            MOK_BENCH_CHECK_CUDA(cudaEventCreate(&pair.stop));
+        if (flush_l2) {
+            flushers_[s]->flush(streams_[s].stream);
+        }
+        if (events != nullptr) {
+            events->record_start(s, streams_[s].stream);
         }
     }
-    const int num_runs = options.num_warmup + options.num_reps;
-    for (int iteration = 0; iteration < num_runs; ++iteration) {
-        const int rep = iteration - options.num_warmup;
-        for (size_t s = 0; s < num_streams; ++s) {
-            MOK_BENCH_CHECK_CUDA(cudaSetDevice(streams_[s].device));
-            if (options.flush_l2) {
-                flushers_[s]->flush(streams_[s].stream);
-            }
-            if (rep >= 0) {
-                MOK_BENCH_CHECK_CUDA(cudaEventRecord(events[s][rep].start, streams_[s].stream));
-            }
-        }
-        body(iteration);
-        for (size_t s = 0; s < num_streams && rep >= 0; ++s) {
-            MOK_BENCH_CHECK_CUDA(cudaSetDevice(streams_[s].device));
-            MOK_BENCH_CHECK_CUDA(cudaEventRecord(events[s][rep].stop, streams_[s].stream));
-        }
-    }
-    per_stream_samples_ms_.assign(num_streams, {});
-    for (size_t s = 0; s < num_streams; ++s) {
+    body(iteration);
+    for (size_t s = 0; s < streams_.size() && events != nullptr; ++s) {
         MOK_BENCH_CHECK_CUDA(cudaSetDevice(streams_[s].device));
-        MOK_BENCH_CHECK_CUDA(cudaStreamSynchronize(streams_[s].stream));
-        for (const EventPair& pair : events[s]) {
-            float ms = 0.0f;
-            MOK_BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, pair.start, pair.stop));
-            per_stream_samples_ms_[s].push_back(ms);
-            MOK_BENCH_CHECK_CUDA(cudaEventDestroy(pair.start));
-            MOK_BENCH_CHECK_CUDA(cudaEventDestroy(pair.stop));
-        }
+        events->record_stop(s, streams_[s].stream);
     }
-    return summarize(max_over_ranks(per_stream_samples_ms_));
+}
+
+std::pair<int, double> Timer::warm_up(const std::function<void(int)>& body, const TimingOptions& options) {
+    const bool by_duration = options.min_warmup_ms > 0.0;
+    int num_runs = 0;
+    double elapsed_ms = 0.0;
+    int next = std::max(options.num_warmup, by_duration ? 1 : 0);
+    for (int round = 0; next > 0 && round < kMaxWarmupRounds; ++round) {
+        // One event pair around the whole round: its device time, flushes included, is what heats the GPU.
+        const EventPairs span(streams_);
+        for (size_t s = 0; s < streams_.size(); ++s) {
+            MOK_BENCH_CHECK_CUDA(cudaSetDevice(streams_[s].device));
+            span.record_start(s, streams_[s].stream);
+        }
+        for (int i = 0; i < next; ++i) {
+            run_once(body, num_runs + i, options.flush_l2, nullptr);
+        }
+        for (size_t s = 0; s < streams_.size(); ++s) {
+            MOK_BENCH_CHECK_CUDA(cudaSetDevice(streams_[s].device));
+            span.record_stop(s, streams_[s].stream);
+        }
+        synchronize(streams_);
+        const std::vector<double> ms = span.elapsed_ms();
+        elapsed_ms += *std::max_element(ms.begin(), ms.end());
+        num_runs += next;
+        next = by_duration ? more_warmup_runs(elapsed_ms, num_runs, options.min_warmup_ms) : 0;
+    }
+    return {num_runs, elapsed_ms};
 }
 
 TimingStats time_cuda(cudaStream_t stream, const std::function<void(int iteration)>& body,

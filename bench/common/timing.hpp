@@ -11,19 +11,24 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "bench/common/stats.hpp"
 
 namespace mok::bench {
 
-// Enough warm-up to load modules, fill allocator caches and settle clocks; enough repetitions for a stable
-// median with quartiles. Benchmarks with long cases lower them (and say so in their JSON config).
+// Enough warm-up runs to load modules and fill allocator caches, and enough device time to settle the clock of a
+// GPU that was idle (docs/benchmarking.md, "Warm-up to the steady clock": power-limited kernels ran fast for their
+// first 60-70 ms of forwards and settled within about 0.1 s); enough repetitions for a stable median with quartiles.
+// Benchmarks with long cases lower them (and say so in their JSON config).
 inline constexpr int kDefaultWarmup = 3;
+inline constexpr double kDefaultWarmupMs = 300.0;
 inline constexpr int kDefaultReps = 20;
 
 struct TimingOptions {
-    int num_warmup = kDefaultWarmup;
+    int num_warmup = kDefaultWarmup;          // at least this many untimed runs
+    double min_warmup_ms = kDefaultWarmupMs;  // and at least this much device time in them (0: the count alone)
     int num_reps = kDefaultReps;
     bool flush_l2 = true;  // false when the body rotates its inputs over buffers (num_rotating_buffers)
 };
@@ -50,6 +55,9 @@ class L2Flusher {
     int pattern_ = 0;
 };
 
+// A start and a stop event on each of a Timer's streams.
+struct EventPairs;
+
 class Timer {
   public:
     // Allocates one L2 flush buffer per stream; make one Timer and reuse it across cases.
@@ -58,11 +66,16 @@ class Timer {
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
 
-    // Runs body(iteration) for iteration = 0 .. num_warmup + num_reps - 1; the last num_reps runs are timed on
-    // every stream. The body enqueues its work on the streams (it may block the host too, as host-synchronised
-    // baselines do). Returns the summary of the per-repetition maximum over the streams. The current device is
-    // restored afterwards.
+    // Runs body(iteration) for iteration = 0, 1, ...: warm-up runs until there have been num_warmup of them and
+    // they have taken min_warmup_ms of device time on the slowest stream (measured between rounds of runs, with a
+    // host sync), then num_reps runs timed on every stream. The body enqueues its work on the streams (it may block
+    // the host too, as host-synchronised baselines do); in_timed_run() tells it which kind of run it is in.
+    // Returns the summary of the per-repetition maximum over the streams, with the warm-up's runs and time. The
+    // current device is restored afterwards.
     TimingStats time(const std::function<void(int iteration)>& body, const TimingOptions& options = {});
+
+    // True while time() runs the body for a timed repetition.
+    bool in_timed_run() const { return in_timed_run_; }
 
     // The last time() call's samples, per stream (rank), in milliseconds.
     const std::vector<std::vector<double>>& per_stream_samples_ms() const { return per_stream_samples_ms_; }
@@ -71,6 +84,12 @@ class Timer {
     std::vector<StreamOnDevice> streams_;
     std::vector<std::unique_ptr<L2Flusher>> flushers_;
     std::vector<std::vector<double>> per_stream_samples_ms_;
+    bool in_timed_run_ = false;
+
+    // One run: the L2 flush where asked, then the body, bracketed by `events` (one pair per stream) if given.
+    void run_once(const std::function<void(int)>& body, int iteration, bool flush_l2, const EventPairs* events);
+    // Warm-up runs from iteration 0 until both of the options' minimums are met; returns their count and time.
+    std::pair<int, double> warm_up(const std::function<void(int)>& body, const TimingOptions& options);
 };
 
 // One stream on the current device; a Timer made and dropped for this one measurement.

@@ -502,6 +502,7 @@ int run(const CommonOptions& options) {
     }
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kDefaultWarmup);
+    timing.min_warmup_ms = options.min_warmup_ms.value_or(kDefaultWarmupMs);
     timing.num_reps = options.num_reps.value_or(options.quick ? 5 : 10);
     // --quick: the baseline's quick subset (DeepSeek-V3 and Qwen3.5 at 128 and 4096 rows per expert).
     const std::vector<int32_t> rows_points =
@@ -515,6 +516,8 @@ int run(const CommonOptions& options) {
     result.run = collect_run_info("gemm", 1);
     result.config.set("groups", Json(std::string("min(E / 8, 65536 / rows per expert)")));
     result.config.set("num_reps", Json(timing.num_reps));
+    result.config.set("warmup", Json(timing.num_warmup));
+    result.config.set("warmup_ms", Json(timing.min_warmup_ms));
     result.config.set("flush_l2", Json(timing.flush_l2));
     if (!filter.pattern().empty()) {
         result.config.set("cases", Json(filter.pattern()));

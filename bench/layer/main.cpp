@@ -34,11 +34,11 @@ constexpr double kFlopsPerTflop = 1e12;
 // Values of x, dy and the weights: small, so that sums over thousands of terms stay well inside bf16's range.
 constexpr float kActivationScale = 1.0f;
 constexpr float kWeightScale = 0.02f;
-// Long cases: fewer repetitions than the library default (the JSON config records them). Thirty warm-up passes
-// (0.2-0.4 s for DeepSeek-V3, the case measured) take the GPU to the clock it keeps under a steady load: with two, the
-// timed passes ran at the clock of a GPU that had been idle -- DeepSeek-V3's EP 2 forward 6.3-6.4 ms, then 7.2 ms
-// from about the tenth pass on (docs/benchmarking.md, "Warm-up to the steady clock").
-constexpr int kWarmup = 30;
+// Long cases: fewer repetitions than the library default (the JSON config records them). The warm-up is the
+// library's: passes until they have taken kDefaultWarmupMs of device time, which takes the GPU to the clock it keeps
+// under a steady load. With two passes the timed ones ran at the clock of a GPU that had been idle -- DeepSeek-V3's EP
+// 2 forward 6.3-6.4 ms, then 7.2 ms from about the tenth pass on (docs/benchmarking.md, "Warm-up to the steady
+// clock").
 constexpr int kReps = 10;
 constexpr int kQuickReps = 4;
 // The compute ceiling: a dense bf16 GEMM of this size, timed by cuBLAS in the same run.
@@ -407,8 +407,8 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     const double flops = forward_flops(c);
     HostClock forward_enqueue;
     const TimingStats forward = timer.time(
-        [&](int iteration) {
-            const HostClock::Scope scope(forward_enqueue, iteration >= timing.num_warmup);
+        [&](int) {
+            const HostClock::Scope scope(forward_enqueue, timer.in_timed_run());
             for (auto& r : ranks) {
                 r->forward();
             }
@@ -441,8 +441,8 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     // Backward reuses the last forward's context: it reads it and leaves it intact.
     HostClock backward_enqueue;
     const TimingStats backward = timer.time(
-        [&](int iteration) {
-            const HostClock::Scope scope(backward_enqueue, iteration >= timing.num_warmup);
+        [&](int) {
+            const HostClock::Scope scope(backward_enqueue, timer.in_timed_run());
             for (auto& r : ranks) {
                 r->backward();
             }
@@ -457,7 +457,8 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
 // The flags of this benchmark, from the arguments the common parser left.
 struct LayerFlags {
     std::vector<int> comm_sms{0};
-    std::vector<int64_t> tokens;  // empty: the sweep's own
+    std::vector<int64_t> tokens;      // empty: the sweep's own
+    std::vector<std::string> shapes;  // model presets; empty: the sweep's own
     std::vector<ForwardCombine> forward_combine{ForwardCombine::kAuto};
     bool one_stream = false;
     bool gemm_cooperative = false;
@@ -480,6 +481,9 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
     }
     if (!flags.tokens.empty()) {
         tokens = flags.tokens;
+    }
+    if (!flags.shapes.empty()) {
+        models = flags.shapes;
     }
     std::vector<int> eps = {1};
     if (visible >= 2) {
@@ -521,6 +525,8 @@ void print_usage() {
         "                      (every GEMM in the cooperative arrangement, docs/gemm.md); those cases carry\n"
         "                      /cooperative in their names\n"
         "  --tokens LIST     comma list of tokens per rank, in place of the sweep's\n"
+        "  --shapes LIST     comma list of model presets (the names of layer_baseline.py --shapes), in place of\n"
+        "                    the sweep's\n"
         "  --forward-combine LIST  comma list of auto, push, down_stores (Config::forward_combine); cases other\n"
         "                    than auto carry /push or /down_stores in their names\n",
         common_options_help().c_str());
@@ -561,6 +567,26 @@ std::vector<ForwardCombine> parse_combines(const std::string& text) {
     return out;
 }
 
+// A comma list of model preset names.
+std::vector<std::string> parse_shapes(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+        if (find_model_preset(item) == nullptr) {
+            std::string names;
+            for (const ModelPreset& preset : model_presets()) {
+                names += (names.empty() ? "" : ", ") + std::string(preset.name);
+            }
+            throw std::invalid_argument("--shapes: a comma list of " + names + ", got '" + text + "'");
+        }
+        out.push_back(item);
+    }
+    if (out.empty()) {
+        throw std::invalid_argument("--shapes: expected at least one model preset");
+    }
+    return out;
+}
+
 // The flags the common parser left; throws std::invalid_argument on anything else.
 LayerFlags parse_flags(const std::vector<std::string>& rest) {
     LayerFlags flags;
@@ -573,8 +599,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.gemm_cooperative = true;
             continue;
         }
-        if (i + 1 >= rest.size() ||
-            (rest[i] != "--comm-sms" && rest[i] != "--tokens" && rest[i] != "--forward-combine")) {
+        if (i + 1 >= rest.size() || (rest[i] != "--comm-sms" && rest[i] != "--tokens" &&
+                                     rest[i] != "--forward-combine" && rest[i] != "--shapes")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
         const std::string& flag = rest[i];
@@ -583,6 +609,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.tokens = parse_counts(flag, value, 1);
         } else if (flag == "--forward-combine") {
             flags.forward_combine = parse_combines(value);
+        } else if (flag == "--shapes") {
+            flags.shapes = parse_shapes(value);
         } else {
             const std::vector<int64_t> sms = parse_counts(flag, value, 0);
             flags.comm_sms.assign(sms.begin(), sms.end());
@@ -594,7 +622,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
 int run(const CommonOptions& options) {
     const LayerFlags flags = parse_flags(options.rest);
     TimingOptions timing;
-    timing.num_warmup = options.num_warmup.value_or(kWarmup);
+    timing.num_warmup = options.num_warmup.value_or(kDefaultWarmup);
+    timing.min_warmup_ms = options.min_warmup_ms.value_or(kDefaultWarmupMs);
     timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
     const int visible = visible_gpu_count();
     if (visible == 0) {
@@ -604,6 +633,7 @@ int run(const CommonOptions& options) {
     Result result;
     result.run = collect_run_info("layer", std::min(visible, 2));
     result.config.set("warmup", timing.num_warmup)
+        .set("warmup_ms", timing.min_warmup_ms)
         .set("reps", timing.num_reps)
         .set("flush_l2", timing.flush_l2)
         .set("quick", options.quick)

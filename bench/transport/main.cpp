@@ -422,6 +422,7 @@ void print_usage() {
 int run(const CommonOptions& options) {
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kWarmup);
+    timing.min_warmup_ms = options.min_warmup_ms.value_or(kDefaultWarmupMs);
     timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
     const int visible = visible_gpu_count();
     if (visible == 0) {
@@ -431,6 +432,7 @@ int run(const CommonOptions& options) {
     Result result;
     result.run = collect_run_info("transport", std::min(visible, static_cast<int>(kRanks)));
     result.config.set("warmup", timing.num_warmup)
+        .set("warmup_ms", timing.min_warmup_ms)
         .set("reps", timing.num_reps)
         .set("flush_l2", timing.flush_l2)
         .set("quick", options.quick)
