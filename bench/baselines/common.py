@@ -194,6 +194,44 @@ def shutdown(ctx: DistContext) -> None:
 class EpGroups:
     """Expert-parallel groups of every degree a run uses: consecutive blocks of `ep` ranks."""
 
+    def __init__(self, ctx: DistContext):
+        self._ctx = ctx
+        self._groups: dict[int, Optional[dist.ProcessGroup]] = {1: None}
+
+    def get(self, ep: int) -> Optional[dist.ProcessGroup]:
+        if ep in self._groups:
+            return self._groups[ep]
+        if self._ctx.world % ep != 0:
+            raise ValueError(f"EP {ep} does not divide the {self._ctx.world} ranks of this run")
+        if ep == self._ctx.world:
+            group = dist.group.WORLD
+        else:
+            # Collective: every rank creates every block's group, in the same order.
+            group, _ = dist.new_subgroups(group_size=ep)
+        self._groups[ep] = group
+        return group
+
+
+def all_reduce_max(ctx: DistContext, value: float) -> float:
+    if ctx.backend is None:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def any_rank(ctx: DistContext, flag: bool) -> bool:
+    return all_reduce_max(ctx, 1.0 if flag else 0.0) > 0.0
+
+
+class Timer:
+    """Times a body on this rank and takes, per repetition, the maximum over all ranks of the run."""
+
+    # Writing twice the L2's size evicts whatever the previous run left there.
+    L2_COVER_FACTOR = 2
+    # The C++ Timer's kMaxWarmupRounds: each round aims at the rest of the duration, so a few reach it.
+    MAX_WARMUP_ROUNDS = 8
+
     def __init__(self, ctx: DistContext, warmup_ms: float = WARMUP_MS):
         self._ctx = ctx
         self._warmup_ms = warmup_ms
@@ -224,13 +262,6 @@ class EpGroups:
         if events is not None:
             events[1].record()
 
-    def _most_over_ranks(self, value: float) -> float:
-        if self._ctx.backend is None:
-            return value
-        t = torch.tensor([value], dtype=torch.float64, device=self._ctx.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return float(t.item())
-
     def _warm_up(self, body, warmup: int, prepare) -> tuple[int, float]:
         """Runs until there have been `warmup` runs and they have taken the Timer's warmup_ms of device time on the
         slowest rank; every rank runs the same count (the bodies may be collectives)."""
@@ -245,7 +276,7 @@ class EpGroups:
                 self._run(body, runs + i, prepare)
             stop.record()
             torch.cuda.synchronize(self._ctx.device)
-            elapsed_ms += self._most_over_ranks(start.elapsed_time(stop))
+            elapsed_ms += all_reduce_max(self._ctx, start.elapsed_time(stop))
             runs += next_runs
             next_runs = results.more_warmup_runs(elapsed_ms, runs, self._warmup_ms) if self._warmup_ms > 0 else 0
         return runs, elapsed_ms
