@@ -42,10 +42,12 @@ DEFAULT_TOKENS = (4096,)
 FULL_TOKENS = (2048, 4096, 16384)
 QUICK_SHAPES = ("deepseek-v3",)
 # A layer pass takes 5-150 ms: a few repetitions give a stable median and keep the full sweep within minutes.
-# The warm-up lasts at least --warmup-ms of device time besides these counts (common.Timer), which takes the GPU to
-# its steady clock, as mok's layer benchmark does (docs/benchmarking.md, "Warm-up to the steady clock").
+# The warm-up lasts at least --warmup-ms of device time besides these counts (common.Timer): two seconds, as for mok's
+# layer benchmark (bench/layer/main.cpp), so that the repetitions come after the power cap's first dip
+# (docs/benchmarking.md, "Warm-up to the steady clock").
 WARMUP, REPS = 3, 5
 QUICK_WARMUP, QUICK_REPS = 3, 3
+WARMUP_MS = 2000.0
 # The ceiling's GEMM takes about 1.5 ms: more repetitions cost nothing.
 CEILING_REPS = 10
 
@@ -81,6 +83,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--passes", help="comma list of forward, backward")
     parser.add_argument("--variants", help="comma list of nccl, symm_mem")
     parser.add_argument("--zipf-exponent", type=float, default=DEFAULT_ZIPF_EXPONENT, help="s in p(e) ~ 1/rank^s")
+    parser.set_defaults(warmup_ms=WARMUP_MS)
     return parser.parse_args(argv)
 
 

@@ -34,12 +34,14 @@ constexpr double kFlopsPerTflop = 1e12;
 // Values of x, dy and the weights: small, so that sums over thousands of terms stay well inside bf16's range.
 constexpr float kActivationScale = 1.0f;
 constexpr float kWeightScale = 0.02f;
-// Long cases: fewer repetitions than the library default (the JSON config records them). The warm-up is the
-// library's: passes until they have taken kDefaultWarmupMs of device time, which takes the GPU to the clock it keeps
-// under a steady load. With two passes the timed ones ran at the clock of a GPU that had been idle -- DeepSeek-V3's EP
-// 2 forward 6.3-6.4 ms, then 7.2 ms from about the tenth pass on (docs/benchmarking.md, "Warm-up to the steady
-// clock").
+// Long cases: fewer repetitions than the library default (the JSON config records them). The warm-up lasts two
+// seconds of device time, longer than the library's default: the layer's GEMMs run at the board's power cap, and the
+// cap's controller, which follows a power averaged over about a second, drops the clock to 0.8-1.1 GHz for a pass or
+// two some 0.8 s after a load starts (a clock trace, docs/benchmarking.md, "Warm-up to the steady clock"). With two
+// passes of warm-up the timed ones ran at an idle GPU's clock (DeepSeek-V3's EP 2 forward 6.3-6.4 ms, then 7.2 ms);
+// with 0.3 s the repetitions of some cases met that dip.
 constexpr int kReps = 10;
+constexpr double kWarmupMs = 2000.0;
 constexpr int kQuickReps = 4;
 // The compute ceiling: a dense bf16 GEMM of this size, timed by cuBLAS in the same run.
 constexpr int64_t kCeilingGemmSize = 8192;
@@ -623,7 +625,7 @@ int run(const CommonOptions& options) {
     const LayerFlags flags = parse_flags(options.rest);
     TimingOptions timing;
     timing.num_warmup = options.num_warmup.value_or(kDefaultWarmup);
-    timing.min_warmup_ms = options.min_warmup_ms.value_or(kDefaultWarmupMs);
+    timing.min_warmup_ms = options.min_warmup_ms.value_or(kWarmupMs);
     timing.num_reps = options.num_reps.value_or(options.quick ? kQuickReps : kReps);
     const int visible = visible_gpu_count();
     if (visible == 0) {
