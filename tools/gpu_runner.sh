@@ -436,7 +436,7 @@ run_ncu_layer_step() {
     run_step ncu-layer env CUDA_VISIBLE_DEVICES=0 "$ncu" --kernel-name regex:grouped_gemm_kernel \
         --launch-count "$ncu_launches" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --metrics dram__bytes_read.sum --csv --log-file "$ncu_csv" \
-        "$bench" --quick --one-stream --reps 1 --warmup 0 --out "$run_dir/ncu-bench"
+        "$bench" --quick --one-stream --reps 1 --warmup 0 --warmup-ms 0 --out "$run_dir/ncu-bench"
     if [[ -n "$python" && -f "$ncu_csv" ]]; then
         "$python" tools/ncu_summary.py "$ncu_csv" >"$ncu_report" 2>&1 || true
     fi
@@ -456,7 +456,7 @@ run_ncu_gemm_step() {
         --launch-count "$ncu_gemm_launches" --section SpeedOfLight --section ComputeWorkloadAnalysis \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv --log-file "$csv" \
-        "$bench" --quick --reps 1 --warmup 0 "${ncu_gemm_cases[@]}" --out "$run_dir/ncu-gemm-bench"
+        "$bench" --quick --reps 1 --warmup 0 --warmup-ms 0 "${ncu_gemm_cases[@]}" --out "$run_dir/ncu-gemm-bench"
     if [[ -n "$python" && -f "$csv" ]]; then
         "$python" tools/ncu_summary.py --details "$csv" >"$run_dir/ncu-gemm.txt" 2>&1 || true
     fi

@@ -114,8 +114,9 @@ def parse_choices(
     return chosen
 
 
-# Warm-up by duration, the C++ benchmarks' kDefaultWarmupMs (bench/common/timing.hpp): enough device time to take a GPU
-# that was idle to the clock it keeps under a steady load (docs/benchmarking.md, "Warm-up to the steady clock").
+# Warm-up by duration, the C++ benchmarks' kDefaultWarmupMs (bench/common/timing.hpp): enough device time to bring a GPU
+# that was idle under its power cap (docs/benchmarking.md, "Warm-up to the steady clock"; the layer baseline asks for
+# more).
 WARMUP_MS = 300.0
 
 

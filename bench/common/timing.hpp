@@ -18,10 +18,11 @@
 
 namespace mok::bench {
 
-// Enough warm-up runs to load modules and fill allocator caches, and enough device time to settle the clock of a
-// GPU that was idle (docs/benchmarking.md, "Warm-up to the steady clock": power-limited kernels ran fast for their
-// first 60-70 ms of forwards and settled within about 0.1 s); enough repetitions for a stable median with quartiles.
-// Benchmarks with long cases lower them (and say so in their JSON config).
+// Enough warm-up runs to load modules and fill allocator caches, and enough device time to bring a GPU that was idle
+// under its power cap (docs/benchmarking.md, "Warm-up to the steady clock": the cap holds the clock from the first
+// tenth of a second of a load, and dips it once some 0.8 s in; benchmarks whose repetitions last long enough to meet
+// that dip, the layer's, warm up for two seconds); enough repetitions for a stable median with quartiles. Benchmarks
+// with long cases lower them (and say so in their JSON config).
 inline constexpr int kDefaultWarmup = 3;
 inline constexpr double kDefaultWarmupMs = 300.0;
 inline constexpr int kDefaultReps = 20;
