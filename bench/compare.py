@@ -14,6 +14,10 @@ A time figure that carries its repetitions' times (`samples`) is also checked fo
 last third differs from that of its first third by more than DRIFT_THRESHOLD, the figure was taken before the GPU's
 clock settled (docs/benchmarking.md, "Warm-up to the steady clock"), and such figures are listed after the tables.
 
+Commits of one benchmark whose runs warmed up differently (`config.warmup` and `config.warmup_ms`) are listed too:
+a GPU warmed up for less time runs the power-limited GEMMs at a higher clock, so their speedup is partly the
+warm-up's.
+
 Only the standard library is needed.
 """
 import argparse
@@ -44,9 +48,16 @@ def drift(samples):
     return statistics.median(samples[-third:]) / statistics.median(samples[:third]) - 1.0
 
 
-def load(paths, drifting=None):
+def warmup_of(doc):
+    """The run's warm-up as its config states it: (runs, ms); ms is None for runs from before the warm-up by time."""
+    config = doc.get("config") or {}
+    return (config.get("warmup"), config.get("warmup_ms"))
+
+
+def load(paths, drifting=None, warmups=None):
     """{(benchmark, commit): {case: [time per run]}}, and the commits in the order first seen. With `drifting`, a
-    list, appends (file name, case, drift) for every time figure whose samples drift beyond DRIFT_THRESHOLD."""
+    list, appends (file name, case, drift) for every time figure whose samples drift beyond DRIFT_THRESHOLD. With
+    `warmups`, a dict, adds each run's warm-up to the set at (benchmark, commit)."""
     times = {}
     commits = []
     for path in result_files(paths):
@@ -61,6 +72,8 @@ def load(paths, drifting=None):
         if commit not in commits:
             commits.append(commit)
         cases = times.setdefault((doc.get("benchmark", "?"), commit), {})
+        if warmups is not None:
+            warmups.setdefault((doc.get("benchmark", "?"), commit), set()).add(warmup_of(doc))
         for case in doc["cases"]:
             for figure in case.get("figures", []):
                 if figure.get("name") == "time" and isinstance(figure.get("value"), (int, float)):
@@ -81,7 +94,8 @@ def main():
     args = parser.parse_args()
 
     drifting = []
-    times, commits = load(args.paths, drifting)
+    warmups = {}
+    times, commits = load(args.paths, drifting, warmups)
     if len(commits) < 2:
         print("compare: results of at least two commits are needed", file=sys.stderr)
         return 2
@@ -116,6 +130,13 @@ def main():
         print(f"{header[0]:<{width}}  " + "  ".join(f"{h:>32}" for h in header[1:]))
         for case, cells in rows:
             print(f"{case:<{width}}  " + "  ".join(f"{cell:>32}" for cell in cells))
+    for benchmark in sorted({b for b, _ in warmups}):
+        seen = {commit: runs for (b, commit), runs in warmups.items() if b == benchmark}
+        if len({w for runs in seen.values() for w in runs}) > 1:
+            print(f"\n{benchmark}: the runs warmed up differently (warm-up runs, ms; docs/benchmarking.md):")
+            for commit in commits:
+                if commit in seen:
+                    print(f"  {commit[:12]}  " + ", ".join(f"{r}, {m}" for r, m in sorted(seen[commit], key=str)))
     if drifting:
         print(f"\nrepetitions drifting by more than {DRIFT_THRESHOLD:.0%} from the first third to the last "
               "(the clock had not settled; docs/benchmarking.md):")

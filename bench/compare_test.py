@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/compare.py on made-up result files: medians over runs, the speedup over the baseline, the refusal of
-a single commit, and the list of figures whose repetitions drift."""
+a single commit, the list of figures whose repetitions drift, and the list of commits whose runs warmed up
+differently."""
 import json
 import subprocess
 import sys
@@ -10,12 +11,14 @@ from pathlib import Path
 COMPARE = Path(__file__).resolve().parent / "compare.py"
 
 
-def write(folder, name, commit, times, samples=None):
+def write(folder, name, commit, times, samples=None, config=None):
     figure = {"name": "time"}
     if samples is not None:
         figure["samples"] = samples
     doc = {"benchmark": "gemm", "commit": commit,
            "cases": [{"name": case, "figures": [dict(figure, value=t)]} for case, t in times.items()]}
+    if config is not None:
+        doc["config"] = config
     (folder / name).write_text(json.dumps(doc))
 
 
@@ -48,6 +51,17 @@ def main():
         assert result.returncode == 0, result.stderr
         listed = result.stdout.split("drifting", 1)[1].splitlines()[1:]
         assert [l.split() for l in listed] == [["warming.json", "x/m128/down", "+10.0%"]], result.stdout
+        # Runs that warmed up alike are not listed; a commit whose runs warmed up otherwise is, with each warm-up.
+        assert "warmed up differently" not in result.stdout, result.stdout
+        warm = folder / "warm"
+        warm.mkdir()
+        write(warm, "a.json", "aaaaaaaaaaaa", {"x/m128/down": 2.0}, config={"warmup": 3, "warmup_ms": 300.0})
+        write(warm, "b.json", "bbbbbbbbbbbb", {"x/m128/down": 2.0}, config={"warmup": 3})
+        result = run(str(warm), "--baseline", "aaaa")
+        assert result.returncode == 0, result.stderr
+        listed = result.stdout.split("warmed up differently", 1)[1].splitlines()[1:3]
+        expected = [["aaaaaaaaaaaa", "3,", "300.0"], ["bbbbbbbbbbbb", "3,", "None"]]
+        assert [l.split() for l in listed] == expected, result.stdout
         # One commit alone is no comparison.
         only_a = folder / "only_a"
         only_a.mkdir()
