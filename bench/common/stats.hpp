@@ -29,9 +29,9 @@ std::vector<double> max_over_ranks(const std::vector<std::vector<double>>& per_r
 
 // Warm-up by duration: after `runs_so_far` warm-up runs that took `elapsed_ms` of device time, how many more runs
 // at their mean length bring the warm-up to `min_warmup_ms` (0 once it is there; at least 1 while it is not, and at
-// most kMaxWarmupRunsPerRound). Power-limited kernels run fast on a cool GPU for a fraction of a second before the
-// clock settles (docs/benchmarking.md, "Warm-up to the steady clock"); a count of runs covers that for long runs
-// and not for short ones, a duration for both.
+// most kMaxWarmupRunsPerRound). A GPU under its power cap takes a time, not a number of runs, to reach the clock it
+// keeps (docs/benchmarking.md, "Warm-up to the steady clock"): a count of runs covers that for long runs and not for
+// short ones, a duration for both.
 inline constexpr int kMaxWarmupRunsPerRound = 100000;
 int more_warmup_runs(double elapsed_ms, int runs_so_far, double min_warmup_ms);
 

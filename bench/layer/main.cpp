@@ -574,12 +574,9 @@ std::vector<std::string> parse_shapes(const std::string& text) {
     std::vector<std::string> out;
     std::stringstream list(text);
     for (std::string item; std::getline(list, item, ',');) {
-        if (find_model_preset(item) == nullptr) {
-            std::string names;
-            for (const ModelPreset& preset : model_presets()) {
-                names += (names.empty() ? "" : ", ") + std::string(preset.name);
-            }
-            throw std::invalid_argument("--shapes: a comma list of " + names + ", got '" + text + "'");
+        const ModelPreset* preset = nullptr;
+        if (const Status s = lookup_model_preset(item, &preset); !s.is_ok()) {
+            throw std::invalid_argument("--shapes: " + s.message());
         }
         out.push_back(item);
     }
