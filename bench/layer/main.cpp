@@ -47,6 +47,8 @@ constexpr int kQuickReps = 4;
 constexpr int64_t kCeilingGemmSize = 8192;
 // Steps of the stage-recording layer whose stage times are averaged.
 constexpr int kProfiledSteps = 3;
+// Seeds of the routings run before a case's own (--prior-routings): far from the case's kSeed + rank.
+constexpr uint64_t kPriorRoutingSeedStride = 1000;
 
 struct LayerCase {
     const ModelPreset* model = nullptr;
@@ -59,6 +61,9 @@ struct LayerCase {
     // with every GEMM in the cooperative arrangement).
     bool gemm_arrangements = true;
     ForwardCombine forward_combine = ForwardCombine::kAuto;  // Config::forward_combine (--forward-combine)
+    // Steps with other routings before the case's first step (--prior-routings), so that the rows the case's plan
+    // leaves as padding hold an earlier step's data, as in training, rather than the zeros of a fresh workspace.
+    int prior_routings = 0;
 
     // A case at the library's choices keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
@@ -80,10 +85,11 @@ void check(const Status& status, const std::string& what) {
 }
 
 // Expert ids [T, k] of one rank: k distinct experts per token, uniform or Zipf-skewed over a seeded order.
-std::vector<int32_t> make_expert_ids(const LayerCase& c, int rank) {
+// `variant` 0 is the case's routing; others are the prior routings', with the same skew and other draws.
+std::vector<int32_t> make_expert_ids(const LayerCase& c, int rank, int variant) {
     const int64_t num_experts = c.model->num_experts;
     const int64_t k = c.model->top_k;
-    std::mt19937_64 rng(kSeed + static_cast<uint64_t>(rank));
+    std::mt19937_64 rng(kSeed + kPriorRoutingSeedStride * static_cast<uint64_t>(variant) + static_cast<uint64_t>(rank));
     std::vector<double> weights(num_experts, 1.0);
     if (c.routing == "zipf") {
         std::vector<int64_t> order(num_experts);
@@ -153,10 +159,7 @@ class Rank {
         fill_uniform(router_->get(), router_->count(), 0.0f, 1.0f, seed + 3, s);
         fill_uniform(weights_->get(), weights_->count(), -kWeightScale, kWeightScale, kSeed + 10 + rank, s);
         fill_uniform(shared_weights_->get(), shared_weights_->count(), -kWeightScale, kWeightScale, kSeed + 20, s);
-        const std::vector<int32_t> ids = make_expert_ids(c, rank);
-        MOK_BENCH_CHECK_CUDA(
-            cudaMemcpyAsync(ids_->get(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s));
-        stream_.synchronize();
+        upload_ids(make_expert_ids(c, rank, 0));
 
         const auto view = [&](void* data, DType dtype, std::initializer_list<int64_t> dims) {
             return TensorView::contiguous(data, dtype, dims, dev);
@@ -215,6 +218,14 @@ class Rank {
         options.config.record_stage_times = true;
         check(MoeLayer::create(options, workspace_, &profiled_), "MoeLayer::create (stage times)");
         check(profiled_->create_context(&profiled_context_), "create_context (stage times)");
+    }
+
+    // Makes `ids` the expert ids of the following steps (the copy is synchronous: `ids` may go right after).
+    void upload_ids(const std::vector<int32_t>& ids) {
+        MOK_BENCH_CHECK_CUDA(cudaSetDevice(device_));
+        MOK_BENCH_CHECK_CUDA(cudaMemcpyAsync(ids_->get(), ids.data(), ids.size() * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, stream_.get()));
+        stream_.synchronize();
     }
 
     // One forward and backward of the stage-recording layer.
@@ -396,6 +407,26 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
         streams.push_back(r->stream());
     }
     Timer timer(streams);
+    // Steps with other routings write their rows where the case's plan has padding (every rank takes part in each).
+    for (int variant = 1; variant <= c.prior_routings; ++variant) {
+        for (int r = 0; r < c.ep; ++r) {
+            ranks[r]->upload_ids(make_expert_ids(c, r, variant));
+        }
+        for (auto& r : ranks) {
+            r->forward();
+        }
+        for (auto& r : ranks) {
+            r->backward();
+        }
+        for (auto& r : ranks) {
+            r->check_results();
+        }
+    }
+    if (c.prior_routings > 0) {
+        for (int r = 0; r < c.ep; ++r) {
+            ranks[r]->upload_ids(make_expert_ids(c, r, 0));
+        }
+    }
     // Correctness first: one forward and backward, checked, before anything is timed.
     for (auto& r : ranks) {
         r->forward();
@@ -464,6 +495,7 @@ struct LayerFlags {
     std::vector<ForwardCombine> forward_combine{ForwardCombine::kAuto};
     bool one_stream = false;
     bool gemm_cooperative = false;
+    int prior_routings = 0;
 };
 
 std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& flags, int visible) {
@@ -499,9 +531,11 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
                 for (const std::string& routing : routings) {
                     for (const int sms : flags.comm_sms) {
                         for (const ForwardCombine combine : flags.forward_combine) {
-                            out.push_back({model, t, ep, routing, sms, flags.one_stream, true, combine});
+                            out.push_back({model, t, ep, routing, sms, flags.one_stream, true, combine,
+                                           flags.prior_routings});
                             if (flags.gemm_cooperative) {
-                                out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine});
+                                out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine,
+                                               flags.prior_routings});
                             }
                         }
                     }
@@ -530,7 +564,10 @@ void print_usage() {
         "  --shapes LIST     comma list of model presets (the names of layer_baseline.py --shapes), in place of\n"
         "                    the sweep's\n"
         "  --forward-combine LIST  comma list of auto, push, down_stores (Config::forward_combine); cases other\n"
-        "                    than auto carry /push or /down_stores in their names\n",
+        "                    than auto carry /push or /down_stores in their names\n"
+        "  --prior-routings N  before each case, N steps with other routings of the same skew, so that the rows\n"
+        "                    its plan leaves as padding hold earlier data, as in training (default 0: a fresh,\n"
+        "                    zeroed workspace)\n",
         common_options_help().c_str());
 }
 
@@ -599,7 +636,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             continue;
         }
         if (i + 1 >= rest.size() || (rest[i] != "--comm-sms" && rest[i] != "--tokens" &&
-                                     rest[i] != "--forward-combine" && rest[i] != "--shapes")) {
+                                     rest[i] != "--forward-combine" && rest[i] != "--shapes" &&
+                                     rest[i] != "--prior-routings")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
         const std::string& flag = rest[i];
@@ -610,6 +648,12 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.forward_combine = parse_combines(value);
         } else if (flag == "--shapes") {
             flags.shapes = parse_shapes(value);
+        } else if (flag == "--prior-routings") {
+            const std::vector<int64_t> counts = parse_counts(flag, value, 0);
+            if (counts.size() != 1) {
+                throw std::invalid_argument("--prior-routings: expected one count, got '" + value + "'");
+            }
+            flags.prior_routings = static_cast<int>(counts[0]);
         } else {
             const std::vector<int64_t> sms = parse_counts(flag, value, 0);
             flags.comm_sms.assign(sms.begin(), sms.end());
@@ -637,6 +681,7 @@ int run(const CommonOptions& options) {
         .set("flush_l2", timing.flush_l2)
         .set("quick", options.quick)
         .set("full", options.full)
+        .set("prior_routings", flags.prior_routings)
         .set("environment", environment_json(0));
     const Case ceiling = ceilings::gemm_case({kCeilingGemmSize, kCeilingGemmSize, kCeilingGemmSize}, timing);
     double cublas_tflops = 0.0;
