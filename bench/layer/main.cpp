@@ -531,8 +531,8 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
                 for (const std::string& routing : routings) {
                     for (const int sms : flags.comm_sms) {
                         for (const ForwardCombine combine : flags.forward_combine) {
-                            out.push_back({model, t, ep, routing, sms, flags.one_stream, true, combine,
-                                           flags.prior_routings});
+                            out.push_back(
+                                {model, t, ep, routing, sms, flags.one_stream, true, combine, flags.prior_routings});
                             if (flags.gemm_cooperative) {
                                 out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine,
                                                flags.prior_routings});
@@ -635,9 +635,9 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.gemm_cooperative = true;
             continue;
         }
-        if (i + 1 >= rest.size() || (rest[i] != "--comm-sms" && rest[i] != "--tokens" &&
-                                     rest[i] != "--forward-combine" && rest[i] != "--shapes" &&
-                                     rest[i] != "--prior-routings")) {
+        if (i + 1 >= rest.size() ||
+            (rest[i] != "--comm-sms" && rest[i] != "--tokens" && rest[i] != "--forward-combine" &&
+             rest[i] != "--shapes" && rest[i] != "--prior-routings")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
         const std::string& flag = rest[i];
