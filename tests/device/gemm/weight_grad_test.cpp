@@ -108,17 +108,24 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
     const std::vector<Bf16> x = random_rows(rows, H, values, 1, rng);
     const std::vector<Bf16> dys = random_rows(rows, H, values, 1, rng);
     const std::vector<Bf16> h = random_rows(rows, I, values, 1, rng);
-    // main_grad's starting values (accumulate mode only): multiples of 1/8 keep exact sums exact; one in
-    // kNegativeZeroEvery is -0.0, which an expert without rows must leave as it is (adding +0.0 would not).
+    // main_grad's starting values (accumulate mode only). On exact operands the tile's sum is exact, so the one fp32
+    // addition to main_grad is all that rounds: arbitrary starting values let the bitwise comparison see that it
+    // rounds to nearest, and subnormal ones (one in kSubnormalEvery) that it keeps them where a sum cancels to zero.
+    // One in kNegativeZeroEvery is -0.0, which an expert without rows must leave as it is (adding +0.0 would not).
     const bool fresh = mode == gemm::WeightGradMode::kFresh;
     const size_t num_grad = fresh ? 0 : static_cast<size_t>(E * I * H);
     std::vector<float> initial_gate(num_grad), initial_up(num_grad), initial_down(num_grad);
     std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
     constexpr size_t kNegativeZeroEvery = 16;
+    constexpr size_t kSubnormalEvery = 16;
+    constexpr size_t kSubnormalPhase = 1;
+    constexpr int kSubnormalExponent = -130;  // below fp32's smallest normal, 2^-126
     for (auto* v : {&initial_gate, &initial_up, &initial_down}) {
         for (size_t i = 0; i < v->size(); ++i) {
-            const float drawn = values == Values::kExact ? std::round(pick(rng) * 8.0f) / 8.0f + 0.5f : pick(rng);
-            (*v)[i] = i % kNegativeZeroEvery == 0 ? -0.0f : drawn;
+            const float drawn = pick(rng);
+            (*v)[i] = i % kNegativeZeroEvery == 0              ? -0.0f
+                      : i % kSubnormalEvery == kSubnormalPhase ? std::ldexp(drawn, kSubnormalExponent)
+                                                               : drawn;
         }
     }
 
@@ -234,6 +241,62 @@ TEST(GroupedGemmWeightGrad, EpilogueWarpsRefuseAccumulateMode) {
     EXPECT_EQ(d_gate.download(), initial);
     EXPECT_EQ(d_up.download(), initial);
     EXPECT_EQ(d_down.download(), initial);
+}
+
+// The addition to main_grad, bit for bit: one expert of two rows whose dW_down sums cancel to exactly zero in the
+// even columns and double in the odd ones, over starting values that are arbitrary, subnormal or -0.0. The result
+// must be fp32::add(start, sum) in every element: rounded to nearest, subnormals kept (start + 0 is start), and
+// -0.0 + 0 the +0.0 that IEEE addition gives.
+TEST(GroupedGemmWeightGrad, AccumulateAddsOnceRoundingToNearest) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    constexpr int64_t H = 128;
+    constexpr int64_t I = 64;
+    constexpr int kSubnormalExponent = -130;  // below fp32's smallest normal, 2^-126
+    std::mt19937_64 rng(std::random_device{}());
+    const RowSpace rows = make_row_space({2});
+    std::vector<Bf16> dys = random_rows(rows, H, Values::kExact, 1, rng);
+    std::vector<Bf16> h = random_rows(rows, I, Values::kExact, 1, rng);
+    const int64_t first = rows.segment_begin[0];
+    for (int64_t c = 0; c < H; ++c) {
+        dys[(first + 1) * H + c] = dys[first * H + c];
+    }
+    for (int64_t c = 0; c < I; ++c) {
+        const float v = h[first * I + c].to_float();
+        h[(first + 1) * I + c] = Bf16::from_float(c % 2 == 0 ? -v : v);
+    }
+    std::uniform_real_distribution<float> pick(-1.0f, 1.0f);
+    std::vector<float> start(static_cast<size_t>(H * I));
+    for (size_t i = 0; i < start.size(); ++i) {
+        const float drawn = pick(rng);
+        start[i] = i % 3 == 0 ? std::ldexp(drawn, kSubnormalExponent) : i % 7 == 0 ? -0.0f : drawn;
+    }
+    DeviceRowSpace d_rows(rows);
+    DeviceBuffer<Bf16> d_dys(dys), d_h(h);
+    DeviceBuffer<float> d_down(start);
+    DeviceStatusRecord status;
+    const Status s = gemm::weight_grad_down({d_rows.view(), as_device_bf16(d_dys), as_device_bf16(d_h), d_down.get(),
+                                             gemm::WeightGradMode::kAccumulate, H, I},
+                                            launch_with(status.get(), 0));
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+    ASSERT_EQ(status.read().code, 0);
+    const std::vector<float> got = d_down.download();
+    int64_t mismatches = 0;
+    int64_t subnormals_kept = 0;
+    for (int64_t row = 0; row < H; ++row) {
+        for (int64_t col = 0; col < I; ++col) {
+            const size_t at = static_cast<size_t>(row * I + col);
+            const float sum = dys[first * H + row].to_float() * h[first * I + col].to_float() +
+                              dys[(first + 1) * H + row].to_float() * h[(first + 1) * I + col].to_float();
+            const float expected = fp32::add(start[at], sum);
+            mismatches += std::memcmp(&got[at], &expected, sizeof(float)) != 0;
+            subnormals_kept += std::fpclassify(expected) == FP_SUBNORMAL;
+        }
+    }
+    EXPECT_EQ(mismatches, 0) << "main_grad elements that are not fp32::add(start, sum)";
+    EXPECT_GT(subnormals_kept, 0) << "the test has no subnormal result to check";
 }
 
 TEST(GroupedGemmWeightGrad, AccumulateIntoMainGrad) {
