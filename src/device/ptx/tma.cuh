@@ -60,4 +60,15 @@ __device__ __forceinline__ void tma_store_3d(const void* tensor_map, int32_t c0,
     cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, tensor_map, coords, smem);
 }
 
+// Adds `smem` element-wise into the 3-D box at (c0 innermost, c1, c2) of global memory (the tensor map's element
+// type; fp32 here: each sum rounded to nearest, once); elements outside the tensor are neither read nor written. Like
+// tma_store_3d, it joins this thread's bulk async-group, and its writers fenced to the async proxy before handing
+// `smem` over.
+__device__ __forceinline__ void tma_reduce_add_3d(const void* tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                                  const void* smem) {
+    const int32_t coords[3] = {c0, c1, c2};
+    cuda::ptx::cp_reduce_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                           tensor_map, coords, smem);
+}
+
 }  // namespace mok::ptx
