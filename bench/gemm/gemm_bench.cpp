@@ -370,9 +370,10 @@ std::vector<Form> forms(Problem& p) {
                        },
                        [&p]() { return check_dgrad_gate_up(p); }});
     }
-    // Weight gradients accumulating into fp32 main_grad, then fresh into bf16 (the layer's default): the
-    // difference is the cost of reading and writing main_grad. Fresh mode runs in both arrangements that serve it
-    // (the epilogue warps' cases carry its suffix). Every case is checked by a fresh-mode run of its arrangement.
+    // Weight gradients accumulating into fp32 main_grad (loaded, added and stored; then by TMA reductions, the cases
+    // with _reduction), then fresh into bf16 (the layer's default): the difference is the cost of reading and writing
+    // main_grad. Fresh mode runs in both arrangements that serve it (the epilogue warps' cases carry its suffix). Every
+    // case is checked by a fresh-mode run of its arrangement.
     auto check_gate_up = [&p, launch](gemm::Arrangement arrangement) {
         return std::function<tolerance::Verdict()>([&p, launch, arrangement]() {
             check_status(gemm::weight_grad_gate_up({p.space, p.dgu.get(), p.x.get(), p.fresh.get(), p.fresh_up.get(),
@@ -393,40 +394,46 @@ std::vector<Form> forms(Problem& p) {
     };
     struct WeightGradCase {
         gemm::WeightGradMode mode;
+        gemm::MainGradUpdate update;
         gemm::Arrangement arrangement;
         const char* suffix;
     };
+    constexpr gemm::MainGradUpdate kLoads = gemm::MainGradUpdate::kLoadAddStore;
     for (const WeightGradCase& w :
-         {WeightGradCase{gemm::WeightGradMode::kAccumulate, gemm::Arrangement::kCooperative, ""},
-          WeightGradCase{gemm::WeightGradMode::kFresh, gemm::Arrangement::kCooperative, "_fresh"},
-          WeightGradCase{gemm::WeightGradMode::kFresh, gemm::Arrangement::kEpilogueWarps, "_fresh_epilogue_warps"}}) {
+         {WeightGradCase{gemm::WeightGradMode::kAccumulate, kLoads, gemm::Arrangement::kCooperative, ""},
+          WeightGradCase{gemm::WeightGradMode::kAccumulate, gemm::MainGradUpdate::kReduction,
+                         gemm::Arrangement::kCooperative, "_reduction"},
+          WeightGradCase{gemm::WeightGradMode::kFresh, kLoads, gemm::Arrangement::kCooperative, "_fresh"},
+          WeightGradCase{gemm::WeightGradMode::kFresh, kLoads, gemm::Arrangement::kEpilogueWarps,
+                         "_fresh_epilogue_warps"}}) {
         const bool fresh = w.mode == gemm::WeightGradMode::kFresh;
         const gemm::WeightGradMode mode = w.mode;
+        const gemm::MainGradUpdate update = w.update;
         const gemm::Arrangement arrangement = w.arrangement;
         const double grad_bytes = fresh ? static_cast<double>(sizeof(__nv_bfloat16)) : kMainGradBytesMoved;
         void* d_gate = fresh ? static_cast<void*>(p.fresh.get()) : p.d_gate.get();
         void* d_up = fresh ? static_cast<void*>(p.fresh_up.get()) : p.d_up.get();
         void* d_down = fresh ? static_cast<void*>(p.fresh.get()) : p.d_down.get();
-        out.push_back(
-            {std::string("wgrad_gate_up") + w.suffix,
-             kFlopsPerMultiplyAdd * m * 2 * ii * hh,
-             e * 2 * ii * hh * grad_bytes,
-             {2 * p.width, p.hidden, p.rows},
-             [&p, launch, mode, arrangement, d_gate, d_up](cudaStream_t s) {
-                 check_status(gemm::weight_grad_gate_up(
-                     {p.space, p.dgu.get(), p.x.get(), d_gate, d_up, mode, p.hidden, p.width}, launch(s, arrangement)));
-             },
-             check_gate_up(arrangement)});
-        out.push_back(
-            {std::string("wgrad_down") + w.suffix,
-             kFlopsPerMultiplyAdd * m * hh * ii,
-             e * hh * ii * grad_bytes,
-             {p.hidden, p.width, p.rows},
-             [&p, launch, mode, arrangement, d_down](cudaStream_t s) {
-                 check_status(gemm::weight_grad_down({p.space, p.dys.get(), p.h.get(), d_down, mode, p.hidden, p.width},
-                                                     launch(s, arrangement)));
-             },
-             check_down(arrangement)});
+        out.push_back({std::string("wgrad_gate_up") + w.suffix,
+                       kFlopsPerMultiplyAdd * m * 2 * ii * hh,
+                       e * 2 * ii * hh * grad_bytes,
+                       {2 * p.width, p.hidden, p.rows},
+                       [&p, launch, mode, update, arrangement, d_gate, d_up](cudaStream_t s) {
+                           check_status(gemm::weight_grad_gate_up(
+                               {p.space, p.dgu.get(), p.x.get(), d_gate, d_up, mode, p.hidden, p.width, update},
+                               launch(s, arrangement)));
+                       },
+                       check_gate_up(arrangement)});
+        out.push_back({std::string("wgrad_down") + w.suffix,
+                       kFlopsPerMultiplyAdd * m * hh * ii,
+                       e * hh * ii * grad_bytes,
+                       {p.hidden, p.width, p.rows},
+                       [&p, launch, mode, update, arrangement, d_down](cudaStream_t s) {
+                           check_status(gemm::weight_grad_down(
+                               {p.space, p.dys.get(), p.h.get(), d_down, mode, p.hidden, p.width, update},
+                               launch(s, arrangement)));
+                       },
+                       check_down(arrangement)});
     }
     return out;
 }

@@ -27,6 +27,7 @@ enum class WaitSite : int32_t {
     kRoutingExchange,  // a rank waited for the peers' expert ids
     kPeerBarrier,      // a barrier across ranks
     kBulkCopy,         // a bulk copy's completion
+    kEpilogueLoad,     // a weight-gradient epilogue waited for main_grad's TMA load
     kWarpgroupTurn,    // a ping-pong GEMM warpgroup waited for the other's K loop to end
     kEpilogueHandoff,  // a GEMM's consumers and its epilogue warpgroup waited for each other's tile hand-off
 };

@@ -1,6 +1,7 @@
 // Weight-gradient epilogue: one (output-row tile, output-column tile) of dW_e, the full fp32 sum over the
-// expert's rows, written once by the one CTA that owns the tile -- no split-K, no atomics. Fresh mode rounds
-// it to bf16; accumulate mode adds it to the fp32 main_grad in place (docs/semantics.md section 6).
+// expert's rows, written once by the one CTA that owns the tile -- no split-K, no floating-point atomics. Fresh mode
+// rounds it to bf16; accumulate mode adds it to the fp32 main_grad in place (docs/semantics.md section 6), in one of
+// two ways with the same bits: loaded, added in shared memory and stored back, or handed to TMA reductions.
 // Both move their output by TMA through the warpgroup's staging buffer: with few rows per expert the K loop is
 // only a few blocks long, and loads and stores straight from the fragment layout (eight rows per warp
 // instruction) cost more than the K loop itself.
@@ -11,10 +12,13 @@
 
 #include <cstdint>
 
+#include "common/fp32_ops.hpp"
 #include "device/epilogue/epilogue_context.cuh"
 #include "device/epilogue/staging.cuh"
 #include "device/gemm/gemm_config.cuh"
 #include "device/ptx/bulk_copy.cuh"
+#include "device/ptx/mbarrier.cuh"
+#include "device/ptx/timer.cuh"
 #include "device/ptx/tma.cuh"
 #include "device/ptx/warpgroup.cuh"
 #include "device/ptx/wgmma.cuh"
@@ -23,8 +27,9 @@
 namespace mok::epilogue {
 
 enum class WeightGradMode : int {
-    kFresh = 0,       // bf16 output, overwritten
-    kAccumulate = 1,  // fp32 main_grad, out += sum
+    kFresh = 0,                  // bf16 output, overwritten
+    kAccumulate = 1,             // fp32 main_grad, out += sum: loaded, added in shared memory, stored
+    kAccumulateByReduction = 2,  // fp32 main_grad, out += sum: TMA reductions
 };
 
 struct WeightGradOutput {
@@ -134,27 +139,30 @@ __device__ __forceinline__ void store_fresh_handoff(const WeightGradOutput& out,
     ptx::bulk_wait_group_read<0>();
 }
 
-// Accumulate mode: main_grad += the tile's sum, fp32, in place, by TMA reductions. The warpgroup's 64 x 256 slice
-// leaves in kAccumulateBoxes boxes of 64 rows x 32 columns (128-byte rows, the swizzle width, so the fragment's float2
-// writes into shared memory are free of bank conflicts), alternating between the staging buffer's halves as fresh
-// mode's boxes do, and one thread hands each box to `cp.reduce.async.bulk.tensor ... .add`: the memory system adds it
-// to main_grad, one fp32 addition per element, rounded to nearest (docs/semantics.md, section 6). Each element of a
-// gradient belongs to one tile, which one CTA reduces once, so no two reductions meet and the order of the launch's
-// reductions is no part of the result. Nothing is loaded: the earlier epilogue read main_grad into the staging buffer
-// by TMA, added there and stored it back, two boxes in flight, and from 512 rows per expert its loads, which began
-// only as stores freed the halves, made it the tile's longest part (docs/gemm.md, "Accumulate mode by TMA
-// reductions").
+// Accumulate mode: main_grad += the tile's sum, fp32, in place, through TMA. A warpgroup's 64 x 256 slice of
+// the tile moves in kAccumulateBoxes boxes of 64 rows x 32 columns: 128-byte rows, the swizzle width, so the
+// fragment's float2 accesses in shared memory are free of bank conflicts. The staging buffer holds two boxes:
+// box j + 2 loads while box j + 1 is added, and the first two load while the tile's K loop runs
+// (begin_accumulate). Per box: wait for its load, add the fragment's values in shared memory (fp32::add, the
+// same rounding as the reference), fence to the async proxy, meet at the warpgroup's barrier; then one thread
+// stores the box back and, once the store has read the buffer, loads box j + 2 into it.
+// Loads and stores straight from the fragment layout (8 rows of 32 bytes per warp instruction, a few round trips
+// per tile) kept main_grad's traffic at 16% of the device's DRAM bandwidth; the bulk copies reach 65% (docs/gemm.md,
+// "Accumulate mode through TMA").
 inline constexpr int kAccumulateBoxCols = static_cast<int>(ptx::kSwizzleBytes / sizeof(float));
 inline constexpr int kAccumulateBoxes = gemm::BLOCK_N / kAccumulateBoxCols;
 inline constexpr uint32_t kAccumulateBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  // (64, 32) fp32
 static_assert(kStagingHalves * kAccumulateBoxBytes <= gemm::kStagingBytesPerWarpgroup,
               "two main_grad boxes fit one warpgroup's staging buffer");
+// Each half takes kAccumulateBoxes / kStagingHalves loads per tile, an even number: every tile starts with both
+// halves' barriers at phase parity 0, so no phase state outlives a tile.
+static_assert((kAccumulateBoxes / kStagingHalves) % 2 == 0, "each tile leaves the load barriers at parity 0");
 
 // The warpgroup's part of an accumulate tile: the main_grad box coordinates of its first rows and column.
 // Every tile runs the same code, without a branch around it (ptxas serialises the K loop's wgmma when the
 // epilogue that reads the accumulator sits in a branch): where there is nothing to add -- an expert without rows,
 // whose main_grad keeps its bits, signed zeros included -- the slice lies past the gradient's last row, where
-// TMA writes nothing. A warpgroup whose rows lie past the last row is such a slice already.
+// TMA loads zeros and stores nothing. A warpgroup whose rows lie past the last row is such a slice already.
 struct AccumulateSlice {
     int32_t first_row;
     int32_t first_col;
@@ -165,6 +173,44 @@ struct AccumulateSlice {
         return {first_row, tile.n_idx * gemm::BLOCK_N, tile.expert};
     }
 };
+
+// One thread: loads box `box` of the slice into its half of the staging buffer.
+__device__ __forceinline__ void load_accumulate_box(const WeightGradOutput& out, const AccumulateSlice& slice, int box,
+                                                    const EpilogueContext& e) {
+    uint64_t* loaded = e.loaded + box % kStagingHalves;
+    ptx::mbarrier_arrive_expect_tx_release_cta(loaded, kAccumulateBoxBytes);
+    ptx::tma_load_3d(e.staging + (box % kStagingHalves) * kAccumulateBoxBytes, &out.map,
+                     slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert, loaded);
+}
+
+// Before the tile's K loop: the first main_grad boxes start loading. The previous tile's stores have read the
+// buffer already (accumulate_weight_grad waits for that before it returns).
+__device__ __forceinline__ void begin_accumulate(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                 int wg, int thread_in_wg, const EpilogueContext& e) {
+    const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
+    if (thread_in_wg == 0) {
+#pragma unroll
+        for (int box = 0; box < kStagingHalves; ++box) {
+            load_accumulate_box(out, slice, box, e);
+        }
+    }
+}
+
+// After a failed K loop (the launch ends with an error): waits for the loads begin_accumulate issued, so that
+// none lands in shared memory after the CTA has exited. The loads read valid memory and always complete; the
+// wait is bounded all the same, by the launch's budget.
+__device__ __forceinline__ void abandon_accumulate(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                   int wg, int thread_in_wg, const EpilogueContext& e) {
+    if (thread_in_wg != 0) {
+        return;
+    }
+    const uint64_t deadline = ptx::global_timer_ns() + e.wait->timeout_ns;
+#pragma unroll
+    for (int half = 0; half < kStagingHalves; ++half) {
+        while (!ptx::mbarrier_try_wait_parity_acquire_cta(e.loaded + half, 0) && ptx::global_timer_ns() < deadline) {
+        }
+    }
+}
 
 // The offset of the fragment's float2 for column group `group` of a box, row `row` (< 64): the 16-byte chunk
 // index XOR-ed with the row mod 8, as TMA's 128-byte swizzle lays the box out.
@@ -177,7 +223,60 @@ __device__ __forceinline__ uint32_t accumulate_box_offset(int row, int group, co
            static_cast<uint32_t>((col % kFloatsPerChunk) * sizeof(float));
 }
 
-// The thread's part of box `box` (columns [32 box, 32 box + 32) of the warpgroup's slice) into `box_base`.
+__device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
+                                                       int row_begin, const float (&acc)[gemm::kNumAccumulators],
+                                                       int wg, int thread_in_wg, const EpilogueContext& e) {
+    const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
+    constexpr int kGroupsPerBox = kAccumulateBoxCols / 8;
+    const Fragment f = Fragment::of_thread(thread_in_wg);
+    bool loads_ok = true;
+    // Unrolled: every accumulator index is a constant, so the accumulator stays in registers.
+#pragma unroll
+    for (int box = 0; box < kAccumulateBoxes; ++box) {
+        uint8_t* half = e.staging + (box % kStagingHalves) * kAccumulateBoxBytes;
+        const uint32_t parity = static_cast<uint32_t>(box / kStagingHalves) % 2;
+        // No early exit on a failed wait (ptxas serialises the K loop's wgmma when one sits among the
+        // accumulator's reads): the warpgroup carries on, and stores nothing once any thread's wait has failed.
+        const bool landed = ptx::mbarrier_wait_parity_bounded(*e.wait, WaitSite::kEpilogueLoad,
+                                                              e.loaded + box % kStagingHalves, parity);
+        loads_ok = loads_ok && landed;
+#pragma unroll
+        for (int i = 0; i < kGroupsPerBox; ++i) {
+            const int group = box * kGroupsPerBox + i;
+#pragma unroll
+            for (int row_half = 0; row_half < 2; ++row_half) {
+                auto* sum = reinterpret_cast<float2*>(half + accumulate_box_offset(f.row + row_half * 8, i, f));
+                const float2 old = *sum;
+                *sum = make_float2(fp32::add(old.x, acc[group * 4 + row_half * 2]),
+                                   fp32::add(old.y, acc[group * 4 + row_half * 2 + 1]));
+            }
+        }
+        // The sums are generic-proxy writes the TMA store (async proxy) reads.
+        ptx::fence_proxy_async_shared_cta();
+        loads_ok = staging_barrier_all(e.warpgroup, loads_ok);
+        if (loads_ok && thread_in_wg == 0) {
+            ptx::tma_store_3d(&out.map, slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert,
+                              half);
+            ptx::bulk_commit_group();
+            // The next load into this half may start once the store has read it; the last store is waited for
+            // before the next tile's loads (or the CTA's exit) reuse the buffer.
+            ptx::bulk_wait_group_read<0>();
+            if (box + kStagingHalves < kAccumulateBoxes) {
+                load_accumulate_box(out, slice, box + kStagingHalves, e);
+            }
+        }
+    }
+}
+
+// Accumulate mode by TMA reductions: the warpgroup stages its slice in the same kAccumulateBoxes boxes, alternating
+// between the staging buffer's halves as fresh mode's boxes do, and one thread hands each box to
+// `cp.reduce.async.bulk.tensor ... .add`: the memory system adds it to main_grad, one fp32 addition per element,
+// rounded to nearest with subnormals kept -- fp32::add's bits, which the weight-gradient test checks element by
+// element. Each element belongs to one tile, which one CTA reduces once, so no two reductions meet and their order is
+// no part of the result. Nothing is loaded: from about 2048 rows per expert the loads above, which begin as the
+// stores free the halves, make the epilogue the tile's longest part, and this way is faster; at a few hundred rows,
+// where main_grad's traffic bounds the kernel, the reductions are slower than the loads and stores
+// (docs/gemm.md, "Accumulate mode by TMA reductions").
 __device__ __forceinline__ void stage_accumulate_box(uint8_t* box_base, const Fragment& f,
                                                      const float (&acc)[gemm::kNumAccumulators], int box) {
     constexpr int kGroupsPerBox = kAccumulateBoxCols / 8;
@@ -192,9 +291,11 @@ __device__ __forceinline__ void stage_accumulate_box(uint8_t* box_base, const Fr
     }
 }
 
-__device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
-                                                       int row_begin, const float (&acc)[gemm::kNumAccumulators],
-                                                       int wg, int thread_in_wg, const EpilogueContext& e) {
+__device__ __forceinline__ void reduce_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile, int row_begin,
+                                                   const float (&acc)[gemm::kNumAccumulators], int wg, int thread_in_wg,
+                                                   const EpilogueContext& e) {
+    // An expert without rows: the slice lies past the gradient's last row, where TMA writes nothing, so main_grad
+    // keeps its bits (adding +0.0 would turn -0.0 into +0.0).
     const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
     const Fragment f = Fragment::of_thread(thread_in_wg);
     // Unrolled: every accumulator index is a constant, so the accumulator stays in registers.
@@ -224,8 +325,10 @@ __device__ __forceinline__ void weight_grad_epilogue(const WeightGradOutput& out
                                                      int thread_in_wg, const EpilogueContext& e) {
     if constexpr (kMode == WeightGradMode::kFresh) {
         store_fresh_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e);
-    } else {
+    } else if constexpr (kMode == WeightGradMode::kAccumulate) {
         accumulate_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e);
+    } else {
+        reduce_weight_grad(out, tile, row_begin, acc, wg, thread_in_wg, e);
     }
 }
 

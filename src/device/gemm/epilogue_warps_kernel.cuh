@@ -182,6 +182,8 @@ __device__ void run_epilogue_warps(const typename Form::Params& params, HandoffS
 template <class Form>
 __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_epilogue_warps_kernel(const __grid_constant__ typename Form::Params params) {
+    // The consumers run no begin_tile (accumulate mode's, whose slice would not fit a hand-off buffer anyway).
+    static_assert(!HasTileBegin<Form>, "the epilogue-warps arrangement serves forms without a tile prologue");
     static_assert(kHandoffSharedBytes<Form> <= kMaxCtaSharedBytes,
                   "the epilogue-warps GEMM's shared memory must fit one Hopper CTA");
     constexpr HandoffRegisterSplit kRegisters = handoff_registers<Form>();

@@ -327,11 +327,13 @@ Status load_kernels() {
     static host::PerDeviceOnce state;
     return host::once_per_device(state, [](int device) -> Status {
         using epilogue::WeightGradMode;
-        MOK_RETURN_IF_ERROR((
-            prepare_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm,
-                          WeightGradGateUpForm<WeightGradMode::kFresh>,
-                          WeightGradGateUpForm<WeightGradMode::kAccumulate>, WeightGradDownForm<WeightGradMode::kFresh>,
-                          WeightGradDownForm<WeightGradMode::kAccumulate>>()));
+        MOK_RETURN_IF_ERROR(
+            (prepare_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm,
+                           WeightGradGateUpForm<WeightGradMode::kFresh>,
+                           WeightGradGateUpForm<WeightGradMode::kAccumulate>,
+                           WeightGradGateUpForm<WeightGradMode::kAccumulateByReduction>,
+                           WeightGradDownForm<WeightGradMode::kFresh>, WeightGradDownForm<WeightGradMode::kAccumulate>,
+                           WeightGradDownForm<WeightGradMode::kAccumulateByReduction>>()));
         MOK_RETURN_IF_ERROR((prepare_pingpong_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm>(device)));
         MOK_RETURN_IF_ERROR((prepare_epilogue_warps_forms<GateUpForm, DownForm, DgradDownForm, DgradGateUpForm,
                                                           WeightGradGateUpForm<WeightGradMode::kFresh>,
@@ -429,6 +431,15 @@ Status dgrad_gate_up(const DgradGateUpArgs& a, const LaunchConfig& launch) {
     return launch_form<DgradGateUpForm>(p, launch);
 }
 
+// The epilogue of a weight-gradient launch: fresh, or accumulate mode's way of adding to main_grad.
+epilogue::WeightGradMode epilogue_mode(WeightGradMode mode, MainGradUpdate update) {
+    if (mode == WeightGradMode::kFresh) {
+        return epilogue::WeightGradMode::kFresh;
+    }
+    return update == MainGradUpdate::kReduction ? epilogue::WeightGradMode::kAccumulateByReduction
+                                                : epilogue::WeightGradMode::kAccumulate;
+}
+
 template <epilogue::WeightGradMode kMode>
 Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchConfig& launch) {
     typename WeightGradGateUpForm<kMode>::Params p{};
@@ -450,9 +461,15 @@ Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchCon
 
 Status weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
-    return a.mode == WeightGradMode::kFresh
-               ? launch_weight_grad_gate_up<epilogue::WeightGradMode::kFresh>(a, launch)
-               : launch_weight_grad_gate_up<epilogue::WeightGradMode::kAccumulate>(a, launch);
+    switch (epilogue_mode(a.mode, a.main_grad_update)) {
+        case epilogue::WeightGradMode::kFresh:
+            return launch_weight_grad_gate_up<epilogue::WeightGradMode::kFresh>(a, launch);
+        case epilogue::WeightGradMode::kAccumulate:
+            return launch_weight_grad_gate_up<epilogue::WeightGradMode::kAccumulate>(a, launch);
+        case epilogue::WeightGradMode::kAccumulateByReduction:
+            return launch_weight_grad_gate_up<epilogue::WeightGradMode::kAccumulateByReduction>(a, launch);
+    }
+    return {StatusCode::kInternal, "weight_grad_gate_up: unknown epilogue mode"};
 }
 
 template <epilogue::WeightGradMode kMode>
@@ -475,8 +492,15 @@ Status launch_weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& 
 
 Status weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
-    return a.mode == WeightGradMode::kFresh ? launch_weight_grad_down<epilogue::WeightGradMode::kFresh>(a, launch)
-                                            : launch_weight_grad_down<epilogue::WeightGradMode::kAccumulate>(a, launch);
+    switch (epilogue_mode(a.mode, a.main_grad_update)) {
+        case epilogue::WeightGradMode::kFresh:
+            return launch_weight_grad_down<epilogue::WeightGradMode::kFresh>(a, launch);
+        case epilogue::WeightGradMode::kAccumulate:
+            return launch_weight_grad_down<epilogue::WeightGradMode::kAccumulate>(a, launch);
+        case epilogue::WeightGradMode::kAccumulateByReduction:
+            return launch_weight_grad_down<epilogue::WeightGradMode::kAccumulateByReduction>(a, launch);
+    }
+    return {StatusCode::kInternal, "weight_grad_down: unknown epilogue mode"};
 }
 
 }  // namespace mok::gemm

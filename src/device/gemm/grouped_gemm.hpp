@@ -143,6 +143,18 @@ Status dgrad_gate_up(const DgradGateUpArgs& args, const LaunchConfig& launch);
 
 enum class WeightGradMode { kFresh, kAccumulate };
 
+// How accumulate mode adds a tile's fp32 sum to main_grad; both ways give the same bits (one fp32 addition per
+// element, rounded to nearest, subnormals kept), so the choice is a matter of speed (docs/gemm.md, "Accumulate mode
+// by TMA reductions"). kLoadAddStore loads main_grad while the K loop runs, adds in shared memory and stores it back:
+// the faster way at a few hundred rows per expert, where main_grad's traffic bounds the kernel. kReduction hands
+// the sums to TMA reductions: the faster way from about 2048 rows per expert, where the loads hold up the epilogue.
+// Fresh mode ignores it.
+enum class MainGradUpdate { kLoadAddStore, kReduction };
+// The fewest rows per expert, on average, for which the layer asks for kReduction. Measured against kLoadAddStore
+// over every model shape: 1.03-1.06x at 2048 and 4096 rows per expert, 0.93-0.99x at 512, 0.80-0.81x at 128; the
+// crossover lies between 512 and 2048, and this is the smallest size measured to gain.
+inline constexpr int64_t kMainGradReductionMinRowsPerExpert = 2048;
+
 // dW_gate,e = sum over e's rows of dg^T x; dW_up,e likewise with du. Fresh: bf16 [E, I, H] overwritten;
 // accumulate: fp32 [E, I, H] += the sum.
 struct WeightGradGateUpArgs {
@@ -154,6 +166,7 @@ struct WeightGradGateUpArgs {
     WeightGradMode mode;
     int32_t hidden;
     int32_t width;
+    MainGradUpdate main_grad_update = MainGradUpdate::kLoadAddStore;
 };
 Status weight_grad_gate_up(const WeightGradGateUpArgs& args, const LaunchConfig& launch);
 
@@ -166,6 +179,7 @@ struct WeightGradDownArgs {
     WeightGradMode mode;
     int32_t hidden;
     int32_t width;
+    MainGradUpdate main_grad_update = MainGradUpdate::kLoadAddStore;
 };
 Status weight_grad_down(const WeightGradDownArgs& args, const LaunchConfig& launch);
 

@@ -12,6 +12,9 @@
 //   static void load(const Params&, const Tile&, int k_block, uint8_t* a, uint8_t* b, uint64_t* full_barrier);
 //   static void epilogue(const Params&, const Tile&, float (&acc)[kNumAccumulators], int row_half, int thread_in_wg,
 //                        const epilogue::EpilogueContext&);
+// and, optionally (the weight gradients' accumulate mode, which loads main_grad while the K loop runs):
+//   static void begin_tile(const Params&, const Tile&, int wg, int thread_in_wg, const EpilogueContext&);
+//   static void abandon_tile(...same...);                        after a failed K loop, in place of the epilogue
 #pragma once
 
 #include <cstdint>
@@ -65,6 +68,7 @@ struct alignas(1024) GemmSharedStorage {
     // (64, 128) bf16 each, or two (64, 32) fp32 main_grad boxes, whose 128-byte swizzle needs 1024-byte alignment.
     alignas(1024) uint8_t staging[kNumConsumerWarpgroups][kStagingBytesPerWarpgroup];
     Pipeline::Storage pipeline;
+    uint64_t epilogue_loaded[kNumConsumerWarpgroups][epilogue::kStagingHalves];  // TMA loads into staging halves
 };
 
 // Dynamic shared memory to request: the storage plus slack to align its start to 1024 bytes.
@@ -255,15 +259,27 @@ __device__ __forceinline__ void drain_epilogue_stores(int thread_in_wg) {
 }
 
 template <class Form>
+concept HasTileBegin = requires(const typename Form::Params& p, const Tile& t, const epilogue::EpilogueContext& e) {
+    Form::begin_tile(p, t, 0, 0, e);
+    Form::abandon_tile(p, t, 0, 0, e);
+};
+
+template <class Form>
 __device__ void run_consumer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
                              const device::WaitContext& wait_ctx, int wg) {
     const int thread_in_wg = static_cast<int>(threadIdx.x) % kThreadsPerWarpgroup;
-    const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], wg, false};
+    const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], smem.epilogue_loaded[wg], &wait_ctx, wg, false};
     auto scheduler = Form::make_scheduler(params);
     Pipeline::State state;
     for (Tile tile; scheduler.next(tile);) {
+        if constexpr (HasTileBegin<Form>) {
+            Form::begin_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
+        }
         float acc[kNumAccumulators];
         if (!run_mainloop<Form>(tile, smem, pipe, state, wait_ctx, wg, wg * WGMMA_M, wg, thread_in_wg, acc)) {
+            if constexpr (HasTileBegin<Form>) {
+                Form::abandon_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
+            }
             drain_epilogue_stores(thread_in_wg);
             return;
         }
@@ -280,6 +296,12 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     Pipeline pipe(smem.pipeline);
     if (threadIdx.x == 0) {
         pipe.init();
+        for (auto& warpgroup_barriers : smem.epilogue_loaded) {
+            for (uint64_t& loaded : warpgroup_barriers) {
+                ptx::mbarrier_init(&loaded, 1);  // the loading thread's arrive_expect_tx
+            }
+        }
+        ptx::fence_mbarrier_init();
         Form::prefetch(params);
     }
     __syncthreads();

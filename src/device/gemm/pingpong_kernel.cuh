@@ -50,6 +50,8 @@ struct alignas(1024) PingPongSharedStorage {
     alignas(1024) uint8_t staging[kNumConsumerWarpgroups][kStagingBytes];
     typename Pipeline::Storage pipeline;
     ConsumerTurns::Storage turns;
+    // The epilogue context's TMA-load barriers; the forms of this arrangement's epilogues load nothing.
+    uint64_t epilogue_loaded[kNumConsumerWarpgroups][epilogue::kStagingHalves];
 };
 
 // A form's staging buffer in this arrangement: kPingPongStagingBytes where its epilogue declares one (dgrad_down's
@@ -126,7 +128,7 @@ __device__ void run_pingpong_consumer(const typename Form::Params& params, typen
                                       typename PingPongLayout<Form>::Pipeline& pipe, ConsumerTurns& turns,
                                       const device::WaitContext& wait_ctx, int wg, uint32_t rank) {
     const int thread_in_wg = static_cast<int>(threadIdx.x) % kThreadsPerWarpgroup;
-    const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], wg, true};
+    const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], smem.epilogue_loaded[wg], &wait_ctx, wg, true};
     auto scheduler = Form::make_scheduler(params, TileSlots::of_cluster(kPingPongClusterSize));
     typename PingPongLayout<Form>::Pipeline::State state;
     int32_t turn = 0;

@@ -57,6 +57,8 @@ const char* to_string(WaitSite site) {
             return "a barrier across ranks";
         case WaitSite::kBulkCopy:
             return "a bulk copy to complete";
+        case WaitSite::kEpilogueLoad:
+            return "main_grad to load for a weight-gradient epilogue";
         case WaitSite::kWarpgroupTurn:
             return "the other warpgroup's K loop in a ping-pong GEMM";
         case WaitSite::kEpilogueHandoff:

@@ -92,15 +92,17 @@ Status routed_weight_grad_down(const RankGemms& g, const BackwardArgs& args) {
         timed(g, "scale_rows",
               gemm::scale_rows(g.routed, s.grad_rows, c.row_weight, s.grad_rows, g.hidden, g.launch.stream)));
     return timed(g, "weight_grad_down",
-                 gemm::weight_grad_down({g.routed, s.grad_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width},
+                 gemm::weight_grad_down({g.routed, s.grad_rows, c.h, args.d_experts.down.data, mode, g.hidden, g.width,
+                                         g.routed_main_grad_update},
                                         weight_grad_launch(g, mode)));
 }
 
 Status routed_weight_grad_gate_up(const RankGemms& g, const BackwardArgs& args) {
     return timed(g, "weight_grad_gate_up",
-                 gemm::weight_grad_gate_up({g.routed, g.scratch.dgu, g.context.x_rows, args.d_experts.gate.data,
-                                            args.d_experts.up.data, weight_grad_mode(args), g.hidden, g.width},
-                                           weight_grad_launch(g, weight_grad_mode(args))));
+                 gemm::weight_grad_gate_up(
+                     {g.routed, g.scratch.dgu, g.context.x_rows, args.d_experts.gate.data, args.d_experts.up.data,
+                      weight_grad_mode(args), g.hidden, g.width, g.routed_main_grad_update},
+                     weight_grad_launch(g, weight_grad_mode(args))));
 }
 
 // Shared experts, router weight 1: their scaled dy is dy itself (bf16(1 * v) = v), so dW_down reads dy.
@@ -130,14 +132,15 @@ Status shared_weight_grads(const RankGemms& g, const BackwardArgs& args) {
     for (size_t e = 0; e < g.shared_widths.size(); ++e) {
         const SharedExpertWeightGrads& d = args.d_shared[e];
         const auto width = static_cast<int32_t>(g.shared_widths[e]);
-        MOK_RETURN_IF_ERROR(timed(
-            g, "shared_weight_grad_down",
-            gemm::weight_grad_down({g.shared_gated, g.shared_dy, c.shared_h[e], d.down.data, mode, g.hidden, width},
-                                   weight_grad_launch(g, mode))));
-        MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_gate_up",
-                                  gemm::weight_grad_gate_up({g.shared_gated, s.shared_dgu[e], g.shared_x, d.gate.data,
-                                                             d.up.data, mode, g.hidden, width},
-                                                            weight_grad_launch(g, mode))));
+        MOK_RETURN_IF_ERROR(timed(g, "shared_weight_grad_down",
+                                  gemm::weight_grad_down({g.shared_gated, g.shared_dy, c.shared_h[e], d.down.data, mode,
+                                                          g.hidden, width, g.shared_main_grad_update},
+                                                         weight_grad_launch(g, mode))));
+        MOK_RETURN_IF_ERROR(
+            timed(g, "shared_weight_grad_gate_up",
+                  gemm::weight_grad_gate_up({g.shared_gated, s.shared_dgu[e], g.shared_x, d.gate.data, d.up.data, mode,
+                                             g.hidden, width, g.shared_main_grad_update},
+                                            weight_grad_launch(g, mode))));
     }
     return Status::ok();
 }

@@ -38,6 +38,11 @@ struct RankGemms {
     // experts' rows average gemm::kDgradDownConsumerRowsMinRowsPerExpert or more, else none.
     int32_t routed_dgrad_down_consumer_rows = 0;
     int32_t shared_dgrad_down_consumer_rows = 0;
+    // How the routed and the shared weight gradients add to main_grad in accumulate mode
+    // (gemm::WeightGradGateUpArgs::main_grad_update): by reductions where their experts' rows average
+    // gemm::kMainGradReductionMinRowsPerExpert or more. The same bits either way.
+    gemm::MainGradUpdate routed_main_grad_update = gemm::MainGradUpdate::kLoadAddStore;
+    gemm::MainGradUpdate shared_main_grad_update = gemm::MainGradUpdate::kLoadAddStore;
 
     // The arrangement of the other forms whose epilogue splits -- gate/up, down, dgrad_gate_up and the weight
     // gradients in fresh mode, routed and shared (Config::gemm_epilogue_warps); accumulate-mode weight gradients run

@@ -243,9 +243,17 @@ RankGemms StepsImpl<Peers>::rank_gemms(int32_t local, const CudaContext& context
     const auto consumer_rows_for = [](int64_t rows_per_expert) {
         return rows_per_expert >= gemm::kDgradDownConsumerRowsMinRowsPerExpert ? gemm::kDgradDownConsumerRows : 0;
     };
-    g.routed_dgrad_down_consumer_rows =
-        consumer_rows_for(dims_.tokens * dims_.ep_size * dims_.top_k / dims_.num_experts);
+    const int64_t routed_rows_per_expert = dims_.tokens * dims_.ep_size * dims_.top_k / dims_.num_experts;
+    g.routed_dgrad_down_consumer_rows = consumer_rows_for(routed_rows_per_expert);
     g.shared_dgrad_down_consumer_rows = consumer_rows_for(dims_.tokens);
+    // Accumulate mode's reductions pay where the weight gradients' K loops (an expert's rows) are long, and cost where
+    // main_grad's traffic bounds them (gemm::MainGradUpdate); decided from the same means.
+    const auto main_grad_update_for = [](int64_t rows_per_expert) {
+        return rows_per_expert >= gemm::kMainGradReductionMinRowsPerExpert ? gemm::MainGradUpdate::kReduction
+                                                                           : gemm::MainGradUpdate::kLoadAddStore;
+    };
+    g.routed_main_grad_update = main_grad_update_for(routed_rows_per_expert);
+    g.shared_main_grad_update = main_grad_update_for(dims_.tokens);
     g.routed.groups = {s.gate_rows + ScratchLayout::kGateRoutedRows, c.plan.tile_expert,
                        c.plan.segment_begin + first_expert, s.gate_segment_rows};
     g.routed.capacity_rows = static_cast<int32_t>(dims_.capacity_rows);

@@ -135,7 +135,8 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
     DeviceBuffer<uint16_t> d_gate16(num_fresh), d_up16(num_fresh), d_down16(num_fresh);
     DeviceBuffer<float> d_gate32(initial_gate), d_up32(initial_up), d_down32(initial_down);
     DeviceStatusRecord status;
-    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative) {
+    auto run = [&](int num_sms, gemm::Arrangement arrangement = gemm::Arrangement::kCooperative,
+                   gemm::MainGradUpdate update = gemm::MainGradUpdate::kLoadAddStore) {
         if (fresh) {
             d_gate16.fill_bytes(kPoisonByte);
             d_up16.fill_bytes(kPoisonByte);
@@ -152,7 +153,8 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
                                            fresh ? static_cast<void*>(d_up16.get()) : d_up32.get(),
                                            mode,
                                            shape.hidden,
-                                           shape.width};
+                                           shape.width,
+                                           update};
         Status s = gemm::weight_grad_gate_up(gate_up, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         gemm::WeightGradDownArgs down{d_rows.view(),
@@ -161,7 +163,8 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
                                       fresh ? static_cast<void*>(d_down16.get()) : d_down32.get(),
                                       mode,
                                       shape.hidden,
-                                      shape.width};
+                                      shape.width,
+                                      update};
         s = gemm::weight_grad_down(down, launch_with(status.get(), num_sms, arrangement));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
         MOK_ASSERT_CUDA(cudaDeviceSynchronize());
@@ -189,12 +192,21 @@ void check_weight_grads(const GemmShape& shape, Values values, gemm::WeightGradM
             EXPECT_EQ(d_down16.download(), down16);
         }
     } else {
-        const auto again = d_down32.download();
-        EXPECT_EQ(0, std::memcmp(again.data(), down32.data(), again.size() * sizeof(float)));
-        const auto gate_again = d_gate32.download();
-        EXPECT_EQ(0, std::memcmp(gate_again.data(), gate32.data(), gate_again.size() * sizeof(float)));
-        const auto up_again = d_up32.download();
-        EXPECT_EQ(0, std::memcmp(up_again.data(), up32.data(), up_again.size() * sizeof(float)));
+        const auto expect_same_bits = [&]() {
+            const auto again = d_down32.download();
+            EXPECT_EQ(0, std::memcmp(again.data(), down32.data(), again.size() * sizeof(float)));
+            const auto gate_again = d_gate32.download();
+            EXPECT_EQ(0, std::memcmp(gate_again.data(), gate32.data(), gate_again.size() * sizeof(float)));
+            const auto up_again = d_up32.download();
+            EXPECT_EQ(0, std::memcmp(up_again.data(), up32.data(), up_again.size() * sizeof(float)));
+        };
+        expect_same_bits();
+        // main_grad updated by TMA reductions: the loads' bits, on all SMs and on a few.
+        for (const int num_sms : {0, 9}) {
+            SCOPED_TRACE(std::string("reductions on ") + std::to_string(num_sms) + " SMs");
+            run(num_sms, gemm::Arrangement::kCooperative, gemm::MainGradUpdate::kReduction);
+            expect_same_bits();
+        }
     }
 }
 
@@ -274,29 +286,32 @@ TEST(GroupedGemmWeightGrad, AccumulateAddsOnceRoundingToNearest) {
     }
     DeviceRowSpace d_rows(rows);
     DeviceBuffer<Bf16> d_dys(dys), d_h(h);
-    DeviceBuffer<float> d_down(start);
     DeviceStatusRecord status;
-    const Status s = gemm::weight_grad_down({d_rows.view(), as_device_bf16(d_dys), as_device_bf16(d_h), d_down.get(),
-                                             gemm::WeightGradMode::kAccumulate, H, I},
-                                            launch_with(status.get(), 0));
-    ASSERT_TRUE(s.is_ok()) << s.to_string();
-    MOK_ASSERT_CUDA(cudaDeviceSynchronize());
-    ASSERT_EQ(status.read().code, 0);
-    const std::vector<float> got = d_down.download();
-    int64_t mismatches = 0;
-    int64_t subnormals_kept = 0;
-    for (int64_t row = 0; row < H; ++row) {
-        for (int64_t col = 0; col < I; ++col) {
-            const size_t at = static_cast<size_t>(row * I + col);
-            const float sum = dys[first * H + row].to_float() * h[first * I + col].to_float() +
-                              dys[(first + 1) * H + row].to_float() * h[(first + 1) * I + col].to_float();
-            const float expected = fp32::add(start[at], sum);
-            mismatches += std::memcmp(&got[at], &expected, sizeof(float)) != 0;
-            subnormals_kept += std::fpclassify(expected) == FP_SUBNORMAL;
+    for (const gemm::MainGradUpdate update : {gemm::MainGradUpdate::kLoadAddStore, gemm::MainGradUpdate::kReduction}) {
+        SCOPED_TRACE(update == gemm::MainGradUpdate::kReduction ? "reductions" : "loads and stores");
+        DeviceBuffer<float> d_down(start);
+        const Status s = gemm::weight_grad_down({d_rows.view(), as_device_bf16(d_dys), as_device_bf16(d_h),
+                                                 d_down.get(), gemm::WeightGradMode::kAccumulate, H, I, update},
+                                                launch_with(status.get(), 0));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        MOK_ASSERT_CUDA(cudaDeviceSynchronize());
+        ASSERT_EQ(status.read().code, 0);
+        const std::vector<float> got = d_down.download();
+        int64_t mismatches = 0;
+        int64_t subnormals_kept = 0;
+        for (int64_t row = 0; row < H; ++row) {
+            for (int64_t col = 0; col < I; ++col) {
+                const size_t at = static_cast<size_t>(row * I + col);
+                const float sum = dys[first * H + row].to_float() * h[first * I + col].to_float() +
+                                  dys[(first + 1) * H + row].to_float() * h[(first + 1) * I + col].to_float();
+                const float expected = fp32::add(start[at], sum);
+                mismatches += std::memcmp(&got[at], &expected, sizeof(float)) != 0;
+                subnormals_kept += std::fpclassify(expected) == FP_SUBNORMAL;
+            }
         }
+        EXPECT_EQ(mismatches, 0) << "main_grad elements that are not fp32::add(start, sum)";
+        EXPECT_GT(subnormals_kept, 0) << "the test has no subnormal result to check";
     }
-    EXPECT_EQ(mismatches, 0) << "main_grad elements that are not fp32::add(start, sum)";
-    EXPECT_GT(subnormals_kept, 0) << "the test has no subnormal result to check";
 }
 
 TEST(GroupedGemmWeightGrad, AccumulateIntoMainGrad) {

@@ -103,6 +103,21 @@ struct WeightGradGateUpForm : WeightGradHandoff<WeightGradGateUpForm<kMode>, kMo
         return half == 0 ? p.d_gate : p.d_up;
     }
 
+    // Accumulate mode only: main_grad's first boxes load during the K loop (weight_grad_epilogue.cuh).
+    __device__ static void begin_tile(
+        const Params& p, const Tile& t, int wg, int thread_in_wg,
+        const epilogue::EpilogueContext& e) requires(kMode == epilogue::WeightGradMode::kAccumulate) {
+        int m = 0;
+        epilogue::begin_accumulate(output_of(p, t, m), t, m, wg, thread_in_wg, e);
+    }
+
+    __device__ static void abandon_tile(
+        const Params& p, const Tile& t, int wg, int thread_in_wg,
+        const epilogue::EpilogueContext& e) requires(kMode == epilogue::WeightGradMode::kAccumulate) {
+        int m = 0;
+        epilogue::abandon_accumulate(output_of(p, t, m), t, m, wg, thread_in_wg, e);
+    }
+
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         int m = 0;
@@ -160,10 +175,32 @@ struct WeightGradDownForm : WeightGradHandoff<WeightGradDownForm<kMode>, kMode> 
         return p.d_down;
     }
 
+    // Accumulate mode only, as above.
+    __device__ static void begin_tile(
+        const Params& p, const Tile& t, int wg, int thread_in_wg,
+        const epilogue::EpilogueContext& e) requires(kMode == epilogue::WeightGradMode::kAccumulate) {
+        epilogue::begin_accumulate(p.d_down, t, t.m_idx * BLOCK_M, wg, thread_in_wg, e);
+    }
+
+    __device__ static void abandon_tile(
+        const Params& p, const Tile& t, int wg, int thread_in_wg,
+        const epilogue::EpilogueContext& e) requires(kMode == epilogue::WeightGradMode::kAccumulate) {
+        epilogue::abandon_accumulate(p.d_down, t, t.m_idx * BLOCK_M, wg, thread_in_wg, e);
+    }
+
     __device__ static void epilogue(const Params& p, const Tile& t, const float (&acc)[kNumAccumulators], int row_half,
                                     int thread_in_wg, const epilogue::EpilogueContext& e) {
         epilogue::weight_grad_epilogue<kMode>(p.d_down, t, t.m_idx * BLOCK_M, acc, row_half, thread_in_wg, e);
     }
 };
+
+// The kernel runs begin_tile before each K loop exactly where a form has one: accumulate mode's epilogue waits for
+// the loads it issues.
+static_assert(HasTileBegin<WeightGradGateUpForm<epilogue::WeightGradMode::kAccumulate>> &&
+              HasTileBegin<WeightGradDownForm<epilogue::WeightGradMode::kAccumulate>>);
+static_assert(!HasTileBegin<WeightGradGateUpForm<epilogue::WeightGradMode::kFresh>> &&
+              !HasTileBegin<WeightGradDownForm<epilogue::WeightGradMode::kFresh>> &&
+              !HasTileBegin<WeightGradGateUpForm<epilogue::WeightGradMode::kAccumulateByReduction>> &&
+              !HasTileBegin<WeightGradDownForm<epilogue::WeightGradMode::kAccumulateByReduction>>);
 
 }  // namespace mok::gemm
