@@ -151,8 +151,8 @@ enum class WeightGradMode { kFresh, kAccumulate };
 // Fresh mode ignores it.
 enum class MainGradUpdate { kLoadAddStore, kReduction };
 // The fewest rows per expert, on average, for which the layer asks for kReduction. Measured against kLoadAddStore
-// over every model shape: 1.03-1.06x at 2048 and 4096 rows per expert, 0.93-0.99x at 512, 0.80-0.81x at 128; the
-// crossover lies between 512 and 2048, and this is the smallest size measured to gain.
+// in the same run over every model shape: 1.02-1.07x at 2048 and 4096 rows per expert, 0.93-0.98x at 512, 0.80-0.81x
+// at 128; the crossover lies between 512 and 2048, and this is the smallest size measured to gain.
 inline constexpr int64_t kMainGradReductionMinRowsPerExpert = 2048;
 
 // dW_gate,e = sum over e's rows of dg^T x; dW_up,e likewise with du. Fresh: bf16 [E, I, H] overwritten;
