@@ -45,15 +45,12 @@ struct WeightGradOutput {
 // columns (128-byte rows, swizzled, so the eight 16-byte rows of each stmatrix matrix fall in distinct banks),
 // alternating between the staging buffer's halves. The stores drain while the warpgroup goes on to its next tile:
 // with few rows per expert the K loop is a few blocks long and the gradient is as large as the weights, so the
-// writes must overlap the next tile's K loop instead of holding the consumers in the epilogue. Per box: one thread
-// waits until the store that last used this half has read it, the warpgroup meets, writes the box, fences to the
-// async proxy and meets again, and the thread stores the box. Rows past the gradient's last row are clipped by
-// TMA; an expert without rows gets zeros (it never ran the K loop).
+// writes must overlap the next tile's K loop instead of holding the consumers in the epilogue (stream_boxes, below,
+// has the protocol per box). Rows past the gradient's last row are clipped by TMA; an expert without rows gets zeros
+// (it never ran the K loop).
 inline constexpr int kFreshBoxCols = static_cast<int>(ptx::kSwizzleBytes / gemm::kBf16Bytes);
 inline constexpr int kFreshBoxes = gemm::BLOCK_N / kFreshBoxCols;
 inline constexpr uint32_t kFreshBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  // (64, 64) bf16
-static_assert(kStagingHalves * kFreshBoxBytes <= gemm::kStagingBytesPerWarpgroup,
-              "two gradient boxes fit one warpgroup's staging buffer");
 
 // The offset of the 16-byte row `row` (< 64) of column group `group` of a fresh box: its chunk index XOR-ed with the
 // row mod 8, as TMA's 128-byte swizzle lays the box out.
@@ -74,6 +71,37 @@ __device__ __forceinline__ void stage_fresh_box(uint8_t* box_base, const MatrixL
     }
 }
 
+// The warpgroup's slice out through its staging buffer, kBoxes boxes of kBoxBytes alternating between the halves,
+// each handed to a TMA bulk operation that reads it (a store or a reduction) while the next box is written. Per box:
+// one thread waits until the operation that last used this half has read it, the warpgroup meets, `stage(box, half)`
+// writes the box, the writes are fenced to the async proxy that the TMA operation reads them through, the warpgroup
+// meets again, and the thread runs `issue(box, half)` and commits it. The last operations drain while the warpgroup
+// goes on to its next tile (the next tile's first boxes, or drain_epilogue_stores at the end, wait for them).
+// Unrolled: the callers' stage functions index the accumulator by `box`, which must be a constant for the
+// accumulator to stay in registers.
+template <int kBoxes, uint32_t kBoxBytes, class StageFn, class IssueFn>
+__device__ __forceinline__ void stream_boxes(const EpilogueContext& e, int thread_in_wg, StageFn&& stage,
+                                             IssueFn&& issue) {
+    static_assert(kStagingHalves * kBoxBytes <= gemm::kStagingBytesPerWarpgroup,
+                  "two boxes fit one warpgroup's staging buffer");
+#pragma unroll
+    for (int box = 0; box < kBoxes; ++box) {
+        uint8_t* half = e.staging + (box % kStagingHalves) * kBoxBytes;
+        if (thread_in_wg == 0) {
+            // All but the most recent operation (the other half's) have read their buffers: this half is free.
+            ptx::bulk_wait_group_read<kStagingHalves - 1>();
+        }
+        staging_barrier(e.warpgroup);
+        stage(box, half);
+        ptx::fence_proxy_async_shared_cta();
+        staging_barrier(e.warpgroup);
+        if (thread_in_wg == 0) {
+            issue(box, half);
+            ptx::bulk_commit_group();
+        }
+    }
+}
+
 __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& out, const gemm::Tile& tile,
                                                         int row_begin, const float (&acc)[gemm::kNumAccumulators],
                                                         int wg, int thread_in_wg, const EpilogueContext& e) {
@@ -81,23 +109,11 @@ __device__ __forceinline__ void store_fresh_weight_grad(const WeightGradOutput& 
     const int32_t first_row = row_begin + wg * gemm::WGMMA_M;
     const int32_t first_col = tile.n_idx * gemm::BLOCK_N;
     const bool has_rows = tile.num_rows > 0;
-#pragma unroll
-    for (int box = 0; box < kFreshBoxes; ++box) {
-        uint8_t* half = e.staging + (box % kStagingHalves) * kFreshBoxBytes;
-        if (thread_in_wg == 0) {
-            // All but the most recent store (the other half's) have read their buffers: this half is free.
-            ptx::bulk_wait_group_read<kStagingHalves - 1>();
-        }
-        staging_barrier(e.warpgroup);
-        stage_fresh_box(half, m, acc, box, has_rows);
-        // The values are generic-proxy writes the TMA store (async proxy) reads.
-        ptx::fence_proxy_async_shared_cta();
-        staging_barrier(e.warpgroup);
-        if (thread_in_wg == 0) {
+    stream_boxes<kFreshBoxes, kFreshBoxBytes>(
+        e, thread_in_wg, [&](int box, uint8_t* half) { stage_fresh_box(half, m, acc, box, has_rows); },
+        [&](int box, const uint8_t* half) {
             ptx::tma_store_3d(&out.map, first_col + box * kFreshBoxCols, first_row, tile.expert, half);
-            ptx::bulk_commit_group();
-        }
-    }
+        });
 }
 
 // Fresh mode in the epilogue-warps arrangement (gemm/epilogue_warps_kernel.cuh): the consumer rounds its whole
@@ -298,25 +314,12 @@ __device__ __forceinline__ void reduce_weight_grad(const WeightGradOutput& out, 
     // keeps its bits (adding +0.0 would turn -0.0 into +0.0).
     const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
     const Fragment f = Fragment::of_thread(thread_in_wg);
-    // Unrolled: every accumulator index is a constant, so the accumulator stays in registers.
-#pragma unroll
-    for (int box = 0; box < kAccumulateBoxes; ++box) {
-        uint8_t* half = e.staging + (box % kStagingHalves) * kAccumulateBoxBytes;
-        if (thread_in_wg == 0) {
-            // All but the most recent reduction (the other half's) have read their buffers: this half is free.
-            ptx::bulk_wait_group_read<kStagingHalves - 1>();
-        }
-        staging_barrier(e.warpgroup);
-        stage_accumulate_box(half, f, acc, box);
-        // The values are generic-proxy writes the TMA reduction (async proxy) reads.
-        ptx::fence_proxy_async_shared_cta();
-        staging_barrier(e.warpgroup);
-        if (thread_in_wg == 0) {
+    stream_boxes<kAccumulateBoxes, kAccumulateBoxBytes>(
+        e, thread_in_wg, [&](int box, uint8_t* half) { stage_accumulate_box(half, f, acc, box); },
+        [&](int box, const uint8_t* half) {
             ptx::tma_reduce_add_3d(&out.map, slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert,
                                    half);
-            ptx::bulk_commit_group();
-        }
-    }
+        });
 }
 
 template <WeightGradMode kMode>

@@ -440,6 +440,20 @@ epilogue::WeightGradMode epilogue_mode(WeightGradMode mode, MainGradUpdate updat
                                                 : epilogue::WeightGradMode::kAccumulate;
 }
 
+// Runs `launch_as.template operator()<kMode>()` for the epilogue mode of (mode, update): one instantiation each.
+template <class LaunchAs>
+Status with_epilogue_mode(WeightGradMode mode, MainGradUpdate update, const char* form, LaunchAs&& launch_as) {
+    switch (epilogue_mode(mode, update)) {
+        case epilogue::WeightGradMode::kFresh:
+            return launch_as.template operator()<epilogue::WeightGradMode::kFresh>();
+        case epilogue::WeightGradMode::kAccumulate:
+            return launch_as.template operator()<epilogue::WeightGradMode::kAccumulate>();
+        case epilogue::WeightGradMode::kAccumulateByReduction:
+            return launch_as.template operator()<epilogue::WeightGradMode::kAccumulateByReduction>();
+    }
+    return {StatusCode::kInternal, std::string(form) + ": unknown epilogue mode"};
+}
+
 template <epilogue::WeightGradMode kMode>
 Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchConfig& launch) {
     typename WeightGradGateUpForm<kMode>::Params p{};
@@ -461,15 +475,9 @@ Status launch_weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchCon
 
 Status weight_grad_gate_up(const WeightGradGateUpArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
-    switch (epilogue_mode(a.mode, a.main_grad_update)) {
-        case epilogue::WeightGradMode::kFresh:
-            return launch_weight_grad_gate_up<epilogue::WeightGradMode::kFresh>(a, launch);
-        case epilogue::WeightGradMode::kAccumulate:
-            return launch_weight_grad_gate_up<epilogue::WeightGradMode::kAccumulate>(a, launch);
-        case epilogue::WeightGradMode::kAccumulateByReduction:
-            return launch_weight_grad_gate_up<epilogue::WeightGradMode::kAccumulateByReduction>(a, launch);
-    }
-    return {StatusCode::kInternal, "weight_grad_gate_up: unknown epilogue mode"};
+    return with_epilogue_mode(a.mode, a.main_grad_update, "weight_grad_gate_up", [&]<epilogue::WeightGradMode kMode>() {
+        return launch_weight_grad_gate_up<kMode>(a, launch);
+    });
 }
 
 template <epilogue::WeightGradMode kMode>
@@ -492,15 +500,9 @@ Status launch_weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& 
 
 Status weight_grad_down(const WeightGradDownArgs& a, const LaunchConfig& launch) {
     MOK_RETURN_IF_ERROR(check_shape(a.rows, a.hidden, a.width, launch));
-    switch (epilogue_mode(a.mode, a.main_grad_update)) {
-        case epilogue::WeightGradMode::kFresh:
-            return launch_weight_grad_down<epilogue::WeightGradMode::kFresh>(a, launch);
-        case epilogue::WeightGradMode::kAccumulate:
-            return launch_weight_grad_down<epilogue::WeightGradMode::kAccumulate>(a, launch);
-        case epilogue::WeightGradMode::kAccumulateByReduction:
-            return launch_weight_grad_down<epilogue::WeightGradMode::kAccumulateByReduction>(a, launch);
-    }
-    return {StatusCode::kInternal, "weight_grad_down: unknown epilogue mode"};
+    return with_epilogue_mode(a.mode, a.main_grad_update, "weight_grad_down", [&]<epilogue::WeightGradMode kMode>() {
+        return launch_weight_grad_down<kMode>(a, launch);
+    });
 }
 
 }  // namespace mok::gemm
