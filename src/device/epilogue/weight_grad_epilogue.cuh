@@ -1,7 +1,7 @@
 // Weight-gradient epilogue: one (output-row tile, output-column tile) of dW_e, the full fp32 sum over the
-// expert's rows, written once by the one CTA that owns the tile -- no split-K, no floating-point atomics. Fresh mode
-// rounds it to bf16; accumulate mode adds it to the fp32 main_grad in place (docs/semantics.md section 6), in one of
-// two ways with the same bits: loaded, added in shared memory and stored back, or handed to TMA reductions.
+// expert's rows, written once by the one CTA that owns the tile -- no split-K, no element written or added twice.
+// Fresh mode rounds it to bf16; accumulate mode adds it to the fp32 main_grad in place (docs/semantics.md section 6),
+// in one of two ways with the same bits: loaded, added in shared memory and stored back, or handed to TMA reductions.
 // Both move their output by TMA through the warpgroup's staging buffer: with few rows per expert the K loop is
 // only a few blocks long, and loads and stores straight from the fragment layout (eight rows per warp
 // instruction) cost more than the K loop itself.
