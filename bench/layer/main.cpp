@@ -400,34 +400,14 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
     cases.push_back(std::move(out));
 }
 
-void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& timing, std::vector<Case>& cases) {
-    std::vector<std::unique_ptr<Rank>> ranks = make_ranks(c);
-    std::vector<StreamOnDevice> streams;
-    for (const auto& r : ranks) {
-        streams.push_back(r->stream());
-    }
-    Timer timer(streams);
-    // Steps with other routings write their rows where the case's plan has padding (every rank takes part in each).
-    for (int variant = 1; variant <= c.prior_routings; ++variant) {
+// One forward and backward on every rank, checked, with routing `variant`'s expert ids (make_expert_ids). Without
+// prior routings the case's ids are already in place and nothing is uploaded.
+void checked_step(const LayerCase& c, std::vector<std::unique_ptr<Rank>>& ranks, int variant) {
+    if (c.prior_routings > 0) {
         for (int r = 0; r < c.ep; ++r) {
             ranks[r]->upload_ids(make_expert_ids(c, r, variant));
         }
-        for (auto& r : ranks) {
-            r->forward();
-        }
-        for (auto& r : ranks) {
-            r->backward();
-        }
-        for (auto& r : ranks) {
-            r->check_results();
-        }
     }
-    if (c.prior_routings > 0) {
-        for (int r = 0; r < c.ep; ++r) {
-            ranks[r]->upload_ids(make_expert_ids(c, r, 0));
-        }
-    }
-    // Correctness first: one forward and backward, checked, before anything is timed.
     for (auto& r : ranks) {
         r->forward();
     }
@@ -437,6 +417,21 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     for (auto& r : ranks) {
         r->check_results();
     }
+}
+
+void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& timing, std::vector<Case>& cases) {
+    std::vector<std::unique_ptr<Rank>> ranks = make_ranks(c);
+    std::vector<StreamOnDevice> streams;
+    for (const auto& r : ranks) {
+        streams.push_back(r->stream());
+    }
+    Timer timer(streams);
+    // Steps with other routings write their rows where the case's plan has padding (every rank takes part in each).
+    for (int variant = 1; variant <= c.prior_routings; ++variant) {
+        checked_step(c, ranks, variant);
+    }
+    // Correctness first: one forward and backward of the case's routing, checked, before anything is timed.
+    checked_step(c, ranks, 0);
     const double flops = forward_flops(c);
     HostClock forward_enqueue;
     const TimingStats forward = timer.time(
