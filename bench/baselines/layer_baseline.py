@@ -33,6 +33,13 @@ BENCHMARK = "baselines-layer"
 # Case-name prefixes: a baseline case is named '<baseline>/<mok case name>' (docs/benchmarking.md).
 BASELINE_NAMES = {"nccl": "nccl_pytorch", "symm_mem": "symm_mem_pytorch"}
 PASSES = ("forward", "backward")
+# How the backward leaves the weight gradients: fresh bf16 .grad tensors (autograd's), or added into fp32 main_grad
+# tensors after it (main_grad.add_(grad), what a PyTorch training loop without a fused accumulation does). An
+# accumulate case times the backward alone and carries /accumulate in its name, as mok-bench-layer's.
+GRAD_MODES = ("fresh", "accumulate")
+# Starting values of main_grad: earlier steps' sums, not zeros (as mok-bench-layer's).
+MAIN_GRAD_SCALE = 0.01
+FP32_BYTES = 4
 ROUTINGS = ("uniform", "zipf")
 DEFAULT_ZIPF_EXPONENT = 1.2
 
@@ -67,6 +74,7 @@ class Sweep:
     eps: tuple[int, ...]
     routings: tuple[str, ...]
     passes: tuple[str, ...]
+    grad_modes: tuple[str, ...]
     variants: tuple[str, ...]
     zipf_exponent: float
     warmup: int
@@ -81,6 +89,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ep", help="comma list of EP degrees, each dividing the number of processes")
     parser.add_argument("--routing", help="comma list of uniform, zipf")
     parser.add_argument("--passes", help="comma list of forward, backward")
+    parser.add_argument(
+        "--grad-modes", help="comma list of fresh, accumulate (default fresh): accumulate adds the weight gradients "
+        "into fp32 main_grad after the backward and times the backward alone"
+    )
     parser.add_argument("--variants", help="comma list of nccl, symm_mem")
     parser.add_argument("--zipf-exponent", type=float, default=DEFAULT_ZIPF_EXPONENT, help="s in p(e) ~ 1/rank^s")
     parser.set_defaults(warmup_ms=WARMUP_MS)
@@ -110,6 +122,7 @@ def make_sweep(args: argparse.Namespace, world: int) -> Sweep:
         raise SystemExit(f"EP degree(s) {bad_eps} do not divide the {world} processes of this run")
     routings = common.parse_choices("--routing", args.routing, ROUTINGS, ROUTINGS[:1] if args.quick else ROUTINGS)
     passes = common.parse_choices("--passes", args.passes, PASSES, PASSES)
+    grad_modes = common.parse_choices("--grad-modes", args.grad_modes, GRAD_MODES, GRAD_MODES[:1])
     variants = common.parse_choices("--variants", args.variants, tuple(BASELINE_NAMES), tuple(BASELINE_NAMES))
     warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP if args.quick else WARMUP)
     reps = args.reps if args.reps is not None else (QUICK_REPS if args.quick else REPS)
@@ -117,7 +130,7 @@ def make_sweep(args: argparse.Namespace, world: int) -> Sweep:
     if args.device == "cpu":
         shapes = tuple(cpu_sized(shape) for shape in shapes)
         tokens = (CPU_TOKENS,)
-    return Sweep(shapes, tokens, eps, routings, passes, variants, args.zipf_exponent, warmup, reps)
+    return Sweep(shapes, tokens, eps, routings, passes, grad_modes, variants, args.zipf_exponent, warmup, reps)
 
 
 def cpu_sized(shape: MoeShape) -> MoeShape:
@@ -128,8 +141,22 @@ def cpu_sized(shape: MoeShape) -> MoeShape:
     )
 
 
-def case_name(variant: str, shape: MoeShape, ep: int, tokens: int, routing: str, pass_name: str) -> str:
-    return f"{BASELINE_NAMES[variant]}/{shape.name}/ep{ep}/t{tokens}/{routing}/{pass_name}"
+def case_name(
+    variant: str, shape: MoeShape, ep: int, tokens: int, routing: str, pass_name: str, grad_mode: str = "fresh"
+) -> str:
+    grads = "" if grad_mode == "fresh" else f"/{grad_mode}"
+    return f"{BASELINE_NAMES[variant]}/{shape.name}/ep{ep}/t{tokens}/{routing}{grads}/{pass_name}"
+
+
+def timed_passes(sweep: Sweep) -> list[tuple[str, str]]:
+    """(grad mode, pass) of every timed case of a (shape, EP, tokens, routing): fresh's passes, then the backward of
+    each other mode (its forward is fresh's)."""
+    out = []
+    for grad_mode in sweep.grad_modes:
+        for pass_name in sweep.passes:
+            if grad_mode == "fresh" or pass_name == "backward":
+                out.append((grad_mode, pass_name))
+    return out
 
 
 class Runner:
@@ -154,7 +181,8 @@ class Runner:
                 "zipf_exponent": sweep.zipf_exponent,
                 "timing": "CUDA events per repetition, maximum over ranks, median and spread over repetitions",
                 "forward": "timed with autograd recording (as in training)",
-                "backward": "forward untimed, then the backward timed; weight gradients fresh (bf16)",
+                "backward": "forward untimed, then the backward timed; weight gradients fresh (bf16), or in "
+                "/accumulate cases added into fp32 main_grad by main_grad.add_(grad) after it, inside the timing",
                 "check": f"fp32 loop-over-experts reference at H {CHECK_HIDDEN}, I {CHECK_WIDTH}, "
                 f"{CHECK_TOKENS} tokens per rank; tolerance {common.CHECK_TOLERANCE} (relative Frobenius)",
                 "environment": common.environment(ctx),
@@ -245,7 +273,9 @@ class Runner:
 
     # -- one timed case ---------------------------------------------------------------------------------------
 
-    def memory_shortfall(self, shape: MoeShape, ep: int, tokens: int, max_rows: int, pass_name: str) -> Optional[str]:
+    def memory_shortfall(
+        self, shape: MoeShape, ep: int, tokens: int, max_rows: int, pass_name: str, grad_mode: str
+    ) -> Optional[str]:
         """A collective verdict on whether the case fits: one rank running out would hang the others."""
         if self.ctx.device.type != "cuda":
             return None
@@ -256,6 +286,9 @@ class Runner:
         local_weights = BF16_BYTES * 3 * (shape.experts // ep) * hidden * width
         backward = pass_name == "backward"
         need = activations * (2 if backward else 1) + (local_weights if backward else 0)
+        if grad_mode == "accumulate":
+            shared = sum(3 * hidden * w for w in shape.shared_widths)
+            need += FP32_BYTES * (3 * (shape.experts // ep) * hidden * width + shared)
         free, _ = torch.cuda.mem_get_info(self.ctx.device)
         short = need > MEMORY_HEADROOM * free
         if common.any_rank(self.ctx, short):
@@ -264,10 +297,16 @@ class Runner:
             )
         return None
 
-    def time_case(self, layer: MoeLayer, x, route, dy, pass_name: str) -> results.TimingStats:
+    def time_case(self, layer: MoeLayer, x, route, dy, pass_name: str, grad_mode: str) -> results.TimingStats:
         params = layer.weights.parameters()
         router_weights = route.weights.clone().requires_grad_(True)
         holder: list[torch.Tensor] = []
+        main_grads: list[torch.Tensor] = []
+        if grad_mode == "accumulate":
+            gen = torch.Generator(device=x.device).manual_seed(common.derived_seed(self.args.seed, "main_grad", 0))
+            for p in params:
+                t = torch.empty(p.shape, dtype=torch.float32, device=p.device)
+                main_grads.append(t.uniform_(-MAIN_GRAD_SCALE, MAIN_GRAD_SCALE, generator=gen))
 
         def forward(_: int) -> None:
             holder.clear()
@@ -281,6 +320,8 @@ class Runner:
 
         def backward(_: int) -> None:
             holder[0].backward(dy)
+            for p, main_grad in zip(params, main_grads):
+                main_grad.add_(p.grad)
 
         try:
             if pass_name == "forward":
@@ -288,12 +329,13 @@ class Runner:
             return self.timer.time(backward, self.sweep.warmup, self.sweep.reps, prepare=prepare_backward)
         finally:
             holder.clear()
+            main_grads.clear()
             for t in (*params, x, router_weights):
                 t.grad = None
 
-    def run_case(self, variant, shape, ep, tokens, routing, pass_name, weights, route_all) -> results.Case:
+    def run_case(self, variant, shape, ep, tokens, routing, pass_name, grad_mode, weights, route_all) -> results.Case:
         ctx = self.ctx
-        name = case_name(variant, shape, ep, tokens, routing, pass_name)
+        name = case_name(variant, shape, ep, tokens, routing, pass_name, grad_mode)
         per_rank_rows = common.rows_per_rank(route_all, shape.experts, ep)
         flops = common.forward_flops(shape, tokens) * (2.0 if pass_name == "backward" else 1.0)
         case = results.Case(
@@ -311,12 +353,13 @@ class Runner:
                 "routing": routing,
                 "zipf_exponent": self.sweep.zipf_exponent if routing == "zipf" else None,
                 "pass": pass_name,
+                "grad_mode": grad_mode,
                 "flops_per_rank": flops,
                 "routed_rows_max_rank": max(per_rank_rows),
                 "rank_imbalance": max(per_rank_rows) / (sum(per_rank_rows) / len(per_rank_rows)),
             },
         )
-        shortfall = self.memory_shortfall(shape, ep, tokens, max(per_rank_rows), pass_name)
+        shortfall = self.memory_shortfall(shape, ep, tokens, max(per_rank_rows), pass_name, grad_mode)
         if shortfall is not None:
             case.status, case.note = results.STATUS_SKIPPED, shortfall
             return case
@@ -327,7 +370,7 @@ class Runner:
         dy = torch.randn(tokens, shape.hidden, generator=gen, device=ctx.device).to(torch.bfloat16)
         layer = MoeLayer(shape, weights, self.exchange(variant, shape, ep, tokens))
         common.reset_peak_memory(ctx)
-        stats = self.time_case(layer, x, route, dy, pass_name)
+        stats = self.time_case(layer, x, route, dy, pass_name, grad_mode)
         time = results.time_figure("time", stats)
         tflops = results.rate_figure("tflops", "TFLOP/s", flops / common.TERA, stats)
         case.figures = [time, tflops]
@@ -386,8 +429,8 @@ class Runner:
                 route_all = common.make_routing(
                     tokens * ep, shape.experts, shape.top_k, routing, self.sweep.zipf_exponent, self.args.seed
                 )
-                for pass_name in self.sweep.passes:
-                    name = case_name(variant, shape, ep, tokens, routing, pass_name)
+                for grad_mode, pass_name in timed_passes(self.sweep):
+                    name = case_name(variant, shape, ep, tokens, routing, pass_name, grad_mode)
                     case = results.Case(name=name, params={"variant": variant, "ep": ep})
                     if reason is not None:
                         case.status, case.note = results.STATUS_SKIPPED, reason
@@ -396,7 +439,7 @@ class Runner:
                     elif (ep, shape.name, routing) in failed:
                         case.status, case.note = results.STATUS_FAILED, "not timed: the correctness check failed"
                     else:
-                        run = (variant, shape, ep, tokens, routing, pass_name, weights, route_all)
+                        run = (variant, shape, ep, tokens, routing, pass_name, grad_mode, weights, route_all)
                         case = self.guarded(name, lambda: self.run_case(*run))
                     self.add(case)
         del weights

@@ -34,6 +34,8 @@ constexpr double kFlopsPerTflop = 1e12;
 // Values of x, dy and the weights: small, so that sums over thousands of terms stay well inside bf16's range.
 constexpr float kActivationScale = 1.0f;
 constexpr float kWeightScale = 0.02f;
+// Starting values of fp32 main_grad in accumulate mode: of the order of a few steps' gradients.
+constexpr float kMainGradScale = 0.01f;
 // Long cases: fewer repetitions than the library default (the JSON config records them). The warm-up lasts two
 // seconds of device time, longer than the library's default: the layer's GEMMs run at the board's power cap, and the
 // cap's controller, which follows a power averaged over about a second, drops the clock to 0.8-1.1 GHz for a pass or
@@ -64,6 +66,9 @@ struct LayerCase {
     // Steps with other routings before the case's first step (--prior-routings), so that the rows the case's plan
     // leaves as padding hold an earlier step's data, as in training, rather than the zeros of a fresh workspace.
     int prior_routings = 0;
+    // How backward writes the weight gradients (--grad-modes): fresh bf16 tensors, or added into fp32 main_grad. An
+    // accumulate case times the backward alone: its forward is the fresh case's.
+    GradMode grad_mode = GradMode::kFresh;
 
     // A case at the library's choices keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
@@ -71,9 +76,12 @@ struct LayerCase {
         const std::string order = one_stream ? "/one-stream" : "";
         const std::string arrangement = gemm_arrangements ? "" : "/cooperative";
         const std::string combine = forward_combine == ForwardCombine::kAuto ? "" : "/" + combine_name();
+        const std::string grads = grad_mode == GradMode::kFresh ? "" : "/" + grad_mode_name();
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
-               sms + order + arrangement + combine + "/" + pass;
+               sms + order + arrangement + combine + grads + "/" + pass;
     }
+
+    std::string grad_mode_name() const { return grad_mode == GradMode::kFresh ? "fresh" : "accumulate"; }
 
     std::string combine_name() const { return to_string(forward_combine); }
 };
@@ -141,7 +149,6 @@ class Rank {
         dy_ = bf16(t * h);
         dx_ = bf16(t * h);
         weights_ = bf16(3 * local * i * h);
-        grads_ = bf16(3 * local * i * h);
         ids_ = std::make_unique<DeviceBuffer<int32_t>>(device_, t * k);
         router_ = std::make_unique<DeviceBuffer<float>>(device_, t * k);
         d_router_ = std::make_unique<DeviceBuffer<float>>(device_, t * k);
@@ -150,7 +157,12 @@ class Rank {
             shared_elems += 3 * w * h;
         }
         shared_weights_ = bf16(std::max<int64_t>(shared_elems, 1));
-        shared_grads_ = bf16(std::max<int64_t>(shared_elems, 1));
+        // One buffer for every weight gradient, routed then shared: bf16 when fresh, fp32 main_grad when accumulating.
+        const bool accumulate = c.grad_mode == GradMode::kAccumulate;
+        const DType grad_dtype = accumulate ? DType::kF32 : DType::kBF16;
+        const int64_t grad_elems = 3 * local * i * h + shared_elems;
+        const size_t grad_bytes = accumulate ? sizeof(float) : sizeof(__nv_bfloat16);
+        grads_ = std::make_unique<DeviceBuffer<uint8_t>>(device_, grad_elems * grad_bytes);
 
         const uint64_t seed = kSeed + 100 * static_cast<uint64_t>(rank);
         const cudaStream_t s = stream_.get();
@@ -159,6 +171,11 @@ class Rank {
         fill_uniform(router_->get(), router_->count(), 0.0f, 1.0f, seed + 3, s);
         fill_uniform(weights_->get(), weights_->count(), -kWeightScale, kWeightScale, kSeed + 10 + rank, s);
         fill_uniform(shared_weights_->get(), shared_weights_->count(), -kWeightScale, kWeightScale, kSeed + 20, s);
+        if (accumulate) {
+            // main_grad as a training step finds it: earlier steps' sums, not zeros.
+            fill_uniform(reinterpret_cast<float*>(grads_->get()), grad_elems, -kMainGradScale, kMainGradScale, seed + 4,
+                         s);
+        }
         upload_ids(make_expert_ids(c, rank, 0));
 
         const auto view = [&](void* data, DType dtype, std::initializer_list<int64_t> dims) {
@@ -170,19 +187,20 @@ class Rank {
         __nv_bfloat16* w = weights_->get();
         inputs_.experts = {view(w, DType::kBF16, {local, i, h}), view(w + local * i * h, DType::kBF16, {local, i, h}),
                            view(w + 2 * local * i * h, DType::kBF16, {local, h, i})};
-        __nv_bfloat16* g = grads_->get();
-        backward_.d_experts = {view(g, DType::kBF16, {local, i, h}),
-                               view(g + local * i * h, DType::kBF16, {local, i, h}),
-                               view(g + 2 * local * i * h, DType::kBF16, {local, h, i})};
+        // The gradient of `offset` elements into the grads buffer, in its dtype.
+        const auto grad = [&](int64_t offset, std::initializer_list<int64_t> dims) {
+            return view(grads_->get() + offset * grad_bytes, grad_dtype, dims);
+        };
+        backward_.d_experts = {grad(0, {local, i, h}), grad(local * i * h, {local, i, h}),
+                               grad(2 * local * i * h, {local, h, i})};
         __nv_bfloat16* sw = shared_weights_->get();
-        __nv_bfloat16* sg = shared_grads_->get();
+        int64_t sg = 3 * local * i * h;
         for (const int64_t width : shape.shared_expert_widths) {
             inputs_.shared.push_back({view(sw, DType::kBF16, {width, h}),
                                       view(sw + width * h, DType::kBF16, {width, h}),
                                       view(sw + 2 * width * h, DType::kBF16, {h, width})});
-            backward_.d_shared.push_back({view(sg, DType::kBF16, {width, h}),
-                                          view(sg + width * h, DType::kBF16, {width, h}),
-                                          view(sg + 2 * width * h, DType::kBF16, {h, width})});
+            backward_.d_shared.push_back(
+                {grad(sg, {width, h}), grad(sg + width * h, {width, h}), grad(sg + 2 * width * h, {h, width})});
             sw += 3 * width * h;
             sg += 3 * width * h;
         }
@@ -191,7 +209,7 @@ class Rank {
         backward_.dy = view(dy_->get(), DType::kBF16, {t, h});
         backward_.dx = view(dx_->get(), DType::kBF16, {t, h});
         backward_.d_router_weights = view(d_router_->get(), DType::kF32, {t, k});
-        backward_.grad_mode = GradMode::kFresh;
+        backward_.grad_mode = c.grad_mode;
 
         LayerOptions options;
         options.shape = shape;
@@ -282,7 +300,8 @@ class Rank {
     int rank_;
     int device_;
     Stream stream_;
-    std::unique_ptr<DeviceBuffer<__nv_bfloat16>> x_, y_, dy_, dx_, weights_, grads_, shared_weights_, shared_grads_;
+    std::unique_ptr<DeviceBuffer<__nv_bfloat16>> x_, y_, dy_, dx_, weights_, shared_weights_;
+    std::unique_ptr<DeviceBuffer<uint8_t>> grads_;  // every weight gradient, bf16 or fp32 (LayerCase::grad_mode)
     std::unique_ptr<DeviceBuffer<int32_t>> ids_;
     std::unique_ptr<DeviceBuffer<float>> router_, d_router_;
     RankInputs inputs_;
@@ -383,6 +402,7 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("gemm_pingpong", c.gemm_arrangements && Config{}.gemm_pingpong)
         .set("gemm_epilogue_warps", c.gemm_arrangements && Config{}.gemm_epilogue_warps)
         .set("forward_combine", c.combine_name())
+        .set("grad_mode", c.grad_mode_name())
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
@@ -433,17 +453,22 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     // Correctness first: one forward and backward of the case's routing, checked, before anything is timed.
     checked_step(c, ranks, 0);
     const double flops = forward_flops(c);
+    // An accumulate case's forward is the fresh case's: only its backward is timed.
+    const bool times_forward = c.grad_mode == GradMode::kFresh;
     HostClock forward_enqueue;
-    const TimingStats forward = timer.time(
-        [&](int) {
-            const HostClock::Scope scope(forward_enqueue, timer.in_timed_run());
-            for (auto& r : ranks) {
-                r->forward();
-            }
-        },
-        timing);
-    for (auto& r : ranks) {
-        r->check_results();
+    TimingStats forward;
+    if (times_forward) {
+        forward = timer.time(
+            [&](int) {
+                const HostClock::Scope scope(forward_enqueue, timer.in_timed_run());
+                for (auto& r : ranks) {
+                    r->forward();
+                }
+            },
+            timing);
+        for (auto& r : ranks) {
+            r->check_results();
+        }
     }
     double memory = 0.0;
     for (const auto& r : ranks) {
@@ -465,7 +490,9 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
         ranks[r]->stage_times();  // synchronizes and reports the other ranks' failures
     }
     gate.check();
-    add_pass_case(c, "forward", flops, cublas_tflops, forward, forward_enqueue.stats(), memory, stages, cases);
+    if (times_forward) {
+        add_pass_case(c, "forward", flops, cublas_tflops, forward, forward_enqueue.stats(), memory, stages, cases);
+    }
     // Backward reuses the last forward's context: it reads it and leaves it intact.
     HostClock backward_enqueue;
     const TimingStats backward = timer.time(
@@ -491,6 +518,7 @@ struct LayerFlags {
     bool one_stream = false;
     bool gemm_cooperative = false;
     int prior_routings = 0;
+    std::vector<GradMode> grad_modes{GradMode::kFresh};
 };
 
 std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& flags, int visible) {
@@ -526,11 +554,13 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
                 for (const std::string& routing : routings) {
                     for (const int sms : flags.comm_sms) {
                         for (const ForwardCombine combine : flags.forward_combine) {
-                            out.push_back(
-                                {model, t, ep, routing, sms, flags.one_stream, true, combine, flags.prior_routings});
-                            if (flags.gemm_cooperative) {
-                                out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine,
-                                               flags.prior_routings});
+                            for (const GradMode mode : flags.grad_modes) {
+                                out.push_back({model, t, ep, routing, sms, flags.one_stream, true, combine,
+                                               flags.prior_routings, mode});
+                                if (flags.gemm_cooperative) {
+                                    out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine,
+                                                   flags.prior_routings, mode});
+                                }
                             }
                         }
                     }
@@ -562,7 +592,10 @@ void print_usage() {
         "                    than auto carry /push or /down_stores in their names\n"
         "  --prior-routings N  before each case, N steps with other routings of the same skew, so that the rows\n"
         "                    its plan leaves as padding hold earlier data, as in training (default 0: a fresh,\n"
-        "                    zeroed workspace)\n",
+        "                    zeroed workspace)\n"
+        "  --grad-modes LIST  comma list of fresh, accumulate (BackwardArgs::grad_mode; default fresh): accumulate\n"
+        "                    adds the weight gradients into fp32 main_grad and times the backward alone (its\n"
+        "                    forward is fresh's); those cases carry /accumulate in their names\n",
         common_options_help().c_str());
 }
 
@@ -583,6 +616,22 @@ std::vector<int64_t> parse_counts(const std::string& flag, const std::string& te
                                         "'");
         }
         out.push_back(value);
+    }
+    return out;
+}
+
+// A comma list of fresh, accumulate.
+std::vector<GradMode> parse_grad_modes(const std::string& text) {
+    std::vector<GradMode> out;
+    std::stringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+        if (item != "fresh" && item != "accumulate") {
+            throw std::invalid_argument("--grad-modes: a comma list of fresh, accumulate, got '" + text + "'");
+        }
+        out.push_back(item == "fresh" ? GradMode::kFresh : GradMode::kAccumulate);
+    }
+    if (out.empty()) {
+        throw std::invalid_argument("--grad-modes: expected at least one of fresh, accumulate");
     }
     return out;
 }
@@ -632,7 +681,7 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
         }
         if (i + 1 >= rest.size() ||
             (rest[i] != "--comm-sms" && rest[i] != "--tokens" && rest[i] != "--forward-combine" &&
-             rest[i] != "--shapes" && rest[i] != "--prior-routings")) {
+             rest[i] != "--shapes" && rest[i] != "--prior-routings" && rest[i] != "--grad-modes")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
         const std::string& flag = rest[i];
@@ -643,6 +692,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.forward_combine = parse_combines(value);
         } else if (flag == "--shapes") {
             flags.shapes = parse_shapes(value);
+        } else if (flag == "--grad-modes") {
+            flags.grad_modes = parse_grad_modes(value);
         } else if (flag == "--prior-routings") {
             const std::vector<int64_t> counts = parse_counts(flag, value, 0);
             if (counts.size() != 1) {
