@@ -290,6 +290,8 @@ class Runner:
             shared = sum(3 * hidden * w for w in shape.shared_widths)
             need += FP32_BYTES * (3 * (shape.experts // ep) * hidden * width + shared)
         free, _ = torch.cuda.mem_get_info(self.ctx.device)
+        # What the caching allocator holds but no tensor uses (an earlier case's main_grad, say) is free to this case.
+        free += torch.cuda.memory_reserved(self.ctx.device) - torch.cuda.memory_allocated(self.ctx.device)
         short = need > MEMORY_HEADROOM * free
         if common.any_rank(self.ctx, short):
             return (
