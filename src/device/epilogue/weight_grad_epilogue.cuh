@@ -157,22 +157,27 @@ __device__ __forceinline__ void store_fresh_handoff(const WeightGradOutput& out,
 
 // Accumulate mode: main_grad += the tile's sum, fp32, in place, through TMA. A warpgroup's 64 x 256 slice of
 // the tile moves in kAccumulateBoxes boxes of 64 rows x 32 columns: 128-byte rows, the swizzle width, so the
-// fragment's float2 accesses in shared memory are free of bank conflicts. The staging buffer holds two boxes:
-// box j + 2 loads while box j + 1 is added, and the first two load while the tile's K loop runs
-// (begin_accumulate). Per box: wait for its load, add the fragment's values in shared memory (fp32::add, the
-// same rounding as the reference), fence to the async proxy, meet at the warpgroup's barrier; then one thread
-// stores the box back and, once the store has read the buffer, loads box j + 2 into it.
+// fragment's float2 accesses in shared memory are free of bank conflicts. The staging buffer holds
+// kAccumulateLoadSlots boxes, the first of which load while the tile's K loop runs (begin_accumulate). Per box: wait
+// for its load, add the fragment's values in shared memory (fp32::add, the same rounding as the reference), fence to
+// the async proxy, meet at the warpgroup's barrier; then one thread stores the box back and reuses the slot of the box
+// before it, whose store has read it by then, for the load kAccumulateLoadSlots boxes on.
 // Loads and stores straight from the fragment layout (8 rows of 32 bytes per warp instruction, a few round trips
 // per tile) kept main_grad's traffic at 16% of the device's DRAM bandwidth; the bulk copies reach 65% (docs/gemm.md,
 // "Accumulate mode through TMA").
 inline constexpr int kAccumulateBoxCols = static_cast<int>(ptx::kSwizzleBytes / sizeof(float));
 inline constexpr int kAccumulateBoxes = gemm::BLOCK_N / kAccumulateBoxCols;
 inline constexpr uint32_t kAccumulateBoxBytes = gemm::WGMMA_M * ptx::kSwizzleBytes;  // (64, 32) fp32
-static_assert(kStagingHalves * kAccumulateBoxBytes <= gemm::kStagingBytesPerWarpgroup,
-              "two main_grad boxes fit one warpgroup's staging buffer");
-// Each half takes kAccumulateBoxes / kStagingHalves loads per tile, an even number: every tile starts with both
-// halves' barriers at phase parity 0, so no phase state outlives a tile.
-static_assert((kAccumulateBoxes / kStagingHalves) % 2 == 0, "each tile leaves the load barriers at parity 0");
+// Boxes in flight per warpgroup. Each slot's chain -- load from DRAM, add, store, the store's read of the slot -- takes
+// a few microseconds, and with two slots main_grad moved at 0.74 of the device copy's rate where its traffic bounds the
+// kernel (a few hundred rows per expert; docs/gemm.md, "Accumulate mode: four boxes in flight"). Four take 32 KiB per
+// warpgroup, which leaves room for three stages instead of four (GemmLayout): enough for K loops that short.
+inline constexpr int kAccumulateLoadSlots = 4;
+inline constexpr int kAccumulateStagingBytes = kAccumulateLoadSlots * static_cast<int>(kAccumulateBoxBytes);
+// Each slot takes kAccumulateBoxes / kAccumulateLoadSlots loads per tile, an even number: every tile starts with all
+// slots' barriers at phase parity 0, so no phase state outlives a tile.
+static_assert((kAccumulateBoxes / kAccumulateLoadSlots) % 2 == 0, "each tile leaves the load barriers at parity 0");
+static_assert(kAccumulateLoadSlots > 1, "a slot is reused for a later box only after the box after it is stored");
 
 // The warpgroup's part of an accumulate tile: the main_grad box coordinates of its first rows and column.
 // Every tile runs the same code, without a branch around it (ptxas serialises the K loop's wgmma when the
@@ -190,12 +195,12 @@ struct AccumulateSlice {
     }
 };
 
-// One thread: loads box `box` of the slice into its half of the staging buffer.
+// One thread: loads box `box` of the slice into its slot of the staging buffer.
 __device__ __forceinline__ void load_accumulate_box(const WeightGradOutput& out, const AccumulateSlice& slice, int box,
                                                     const EpilogueContext& e) {
-    uint64_t* loaded = e.loaded + box % kStagingHalves;
+    uint64_t* loaded = e.loaded + box % kAccumulateLoadSlots;
     ptx::mbarrier_arrive_expect_tx_release_cta(loaded, kAccumulateBoxBytes);
-    ptx::tma_load_3d(e.staging + (box % kStagingHalves) * kAccumulateBoxBytes, &out.map,
+    ptx::tma_load_3d(e.staging + (box % kAccumulateLoadSlots) * kAccumulateBoxBytes, &out.map,
                      slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert, loaded);
 }
 
@@ -206,7 +211,7 @@ __device__ __forceinline__ void begin_accumulate(const WeightGradOutput& out, co
     const AccumulateSlice slice = AccumulateSlice::of(out, tile, row_begin, wg);
     if (thread_in_wg == 0) {
 #pragma unroll
-        for (int box = 0; box < kStagingHalves; ++box) {
+        for (int box = 0; box < kAccumulateLoadSlots; ++box) {
             load_accumulate_box(out, slice, box, e);
         }
     }
@@ -222,8 +227,8 @@ __device__ __forceinline__ void abandon_accumulate(const WeightGradOutput& out, 
     }
     const uint64_t deadline = ptx::global_timer_ns() + e.wait->timeout_ns;
 #pragma unroll
-    for (int half = 0; half < kStagingHalves; ++half) {
-        while (!ptx::mbarrier_try_wait_parity_acquire_cta(e.loaded + half, 0) && ptx::global_timer_ns() < deadline) {
+    for (int slot = 0; slot < kAccumulateLoadSlots; ++slot) {
+        while (!ptx::mbarrier_try_wait_parity_acquire_cta(e.loaded + slot, 0) && ptx::global_timer_ns() < deadline) {
         }
     }
 }
@@ -249,19 +254,19 @@ __device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& o
     // Unrolled: every accumulator index is a constant, so the accumulator stays in registers.
 #pragma unroll
     for (int box = 0; box < kAccumulateBoxes; ++box) {
-        uint8_t* half = e.staging + (box % kStagingHalves) * kAccumulateBoxBytes;
-        const uint32_t parity = static_cast<uint32_t>(box / kStagingHalves) % 2;
+        uint8_t* slot = e.staging + (box % kAccumulateLoadSlots) * kAccumulateBoxBytes;
+        const uint32_t parity = static_cast<uint32_t>(box / kAccumulateLoadSlots) % 2;
         // No early exit on a failed wait (ptxas serialises the K loop's wgmma when one sits among the
         // accumulator's reads): the warpgroup carries on, and stores nothing once any thread's wait has failed.
         const bool landed = ptx::mbarrier_wait_parity_bounded(*e.wait, WaitSite::kEpilogueLoad,
-                                                              e.loaded + box % kStagingHalves, parity);
+                                                              e.loaded + box % kAccumulateLoadSlots, parity);
         loads_ok = loads_ok && landed;
 #pragma unroll
         for (int i = 0; i < kGroupsPerBox; ++i) {
             const int group = box * kGroupsPerBox + i;
 #pragma unroll
             for (int row_half = 0; row_half < 2; ++row_half) {
-                auto* sum = reinterpret_cast<float2*>(half + accumulate_box_offset(f.row + row_half * 8, i, f));
+                auto* sum = reinterpret_cast<float2*>(slot + accumulate_box_offset(f.row + row_half * 8, i, f));
                 const float2 old = *sum;
                 *sum = make_float2(fp32::add(old.x, acc[group * 4 + row_half * 2]),
                                    fp32::add(old.y, acc[group * 4 + row_half * 2 + 1]));
@@ -272,15 +277,21 @@ __device__ __forceinline__ void accumulate_weight_grad(const WeightGradOutput& o
         loads_ok = staging_barrier_all(e.warpgroup, loads_ok);
         if (loads_ok && thread_in_wg == 0) {
             ptx::tma_store_3d(&out.map, slice.first_col + box * kAccumulateBoxCols, slice.first_row, slice.expert,
-                              half);
+                              slot);
             ptx::bulk_commit_group();
-            // The next load into this half may start once the store has read it; the last store is waited for
-            // before the next tile's loads (or the CTA's exit) reuse the buffer.
-            ptx::bulk_wait_group_read<0>();
-            if (box + kStagingHalves < kAccumulateBoxes) {
-                load_accumulate_box(out, slice, box + kStagingHalves, e);
+            // Every store but this one has read its slot: the previous box's slot takes the load kAccumulateLoadSlots
+            // boxes after it, while this store reads its own.
+            ptx::bulk_wait_group_read<1>();
+            const int next_load = box - 1 + kAccumulateLoadSlots;
+            if (box > 0 && next_load < kAccumulateBoxes) {
+                load_accumulate_box(out, slice, next_load, e);
             }
         }
+    }
+    // The last store has read its slot before the next tile's loads (begin_accumulate, the same thread) or the CTA's
+    // exit reuse the buffer.
+    if (thread_in_wg == 0) {
+        ptx::bulk_wait_group_read<0>();
     }
 }
 

@@ -316,7 +316,7 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
             return cuda_status(cudaGetLastError(), "launching a grouped GEMM (epilogue warps)");
         }
     }
-    grouped_gemm_kernel<Form><<<grid, kNumThreads, kGemmSharedBytes, launch.stream>>>(params);
+    grouped_gemm_kernel<Form><<<grid, kNumThreads, GemmLayout<Form>::kSharedBytes, launch.stream>>>(params);
     return cuda_status(cudaGetLastError(), "launching a grouped GEMM");
 }
 

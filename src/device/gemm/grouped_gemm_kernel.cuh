@@ -17,6 +17,7 @@
 //   static void abandon_tile(...same...);                        after a failed K loop, in place of the epilogue
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -43,8 +44,6 @@ struct KernelCommon {
     uint32_t* wave_counter;  // WaveSync's count, zeroed before the launch; nullptr: waves not aligned
 };
 
-using Pipeline = pipeline::TmaPipeline<kStages, kNumConsumerWarps>;
-
 // A consumer's wait budget, in units of the launch's timeout (see grouped_gemm_kernel).
 inline constexpr uint64_t kConsumerWaitBudgets = 2;
 
@@ -62,23 +61,67 @@ struct RoleWaits {
 
 // Shared memory of one CTA. Operand tiles are 1024-byte aligned: the 128-byte swizzle pattern is a function
 // of address bits 4-9, which TMA and wgmma must see identically.
+template <int kNumStages, int kStagingBytes, int kEpilogueLoadSlots>
 struct alignas(1024) GemmSharedStorage {
-    uint8_t a[kStages][kStageBytesA];  // (BLOCK_M, BLOCK_K) bf16 per stage
-    uint8_t b[kStages][kStageBytesB];  // (BLOCK_N, BLOCK_K) bf16 per stage
-    // (64, 128) bf16 each, or two (64, 32) fp32 main_grad boxes, whose 128-byte swizzle needs 1024-byte alignment.
-    alignas(1024) uint8_t staging[kNumConsumerWarpgroups][kStagingBytesPerWarpgroup];
-    Pipeline::Storage pipeline;
-    uint64_t epilogue_loaded[kNumConsumerWarpgroups][epilogue::kStagingHalves];  // TMA loads into staging halves
+    using Pipeline = pipeline::TmaPipeline<kNumStages, kNumConsumerWarps>;
+
+    uint8_t a[kNumStages][kStageBytesA];  // (BLOCK_M, BLOCK_K) bf16 per stage
+    uint8_t b[kNumStages][kStageBytesB];  // (BLOCK_N, BLOCK_K) bf16 per stage
+    // (64, 128) bf16 each, or (64, 32) fp32 main_grad boxes, whose 128-byte swizzle needs 1024-byte alignment.
+    alignas(1024) uint8_t staging[kNumConsumerWarpgroups][kStagingBytes];
+    typename Pipeline::Storage pipeline;
+    uint64_t epilogue_loaded[kNumConsumerWarpgroups][kEpilogueLoadSlots];  // TMA loads into the staging buffer
 };
 
-// Dynamic shared memory to request: the storage plus slack to align its start to 1024 bytes.
-inline constexpr size_t kGemmSharedBytes = sizeof(GemmSharedStorage) + alignof(GemmSharedStorage);
-static_assert(kGemmSharedBytes <= kMaxCtaSharedBytes, "the GEMM's shared memory must fit one Hopper CTA");
+// What the storage needs besides its stages and staging buffers: up to 1 KiB lost to aligning the dynamic
+// allocation, and the barriers.
+inline constexpr int kGemmSharedSlack = 2 * 1024;
 
-__device__ __forceinline__ GemmSharedStorage& shared_storage(uint8_t* raw) {
+// A form's staging buffer per warpgroup and the TMA loads its epilogue keeps in flight there: what the form declares
+// (kCooperativeStagingBytes, kEpilogueLoadSlots; the accumulate mode's main_grad boxes), or a kStagingBytesPerWarpgroup
+// buffer loaded in two halves.
+template <class Form>
+consteval int cooperative_staging_bytes() {
+    if constexpr (requires { Form::kCooperativeStagingBytes; }) {
+        return Form::kCooperativeStagingBytes;
+    } else {
+        return kStagingBytesPerWarpgroup;
+    }
+}
+
+template <class Form>
+consteval int epilogue_load_slots() {
+    if constexpr (requires { Form::kEpilogueLoadSlots; }) {
+        return Form::kEpilogueLoadSlots;
+    } else {
+        return epilogue::kStagingHalves;
+    }
+}
+
+// The cooperative kernel's shared memory for `Form`: kStages stages where the staging buffers leave room for them
+// (every form but one), fewer where a form's epilogue takes more (accumulate mode, whose K loops are short where its
+// main_grad traffic matters: weight_grad_epilogue.cuh).
+template <class Form>
+struct GemmLayout {
+    static constexpr int kStagingBytes = cooperative_staging_bytes<Form>();
+    static constexpr int kEpilogueLoadSlots = epilogue_load_slots<Form>();
+    static constexpr int kNumStages =
+        std::min(kStages, (kMaxCtaSharedBytes - kGemmSharedSlack - kNumConsumerWarpgroups * kStagingBytes) /
+                              (kStageBytesA + kStageBytesB));
+    using Storage = GemmSharedStorage<kNumStages, kStagingBytes, kEpilogueLoadSlots>;
+    using Pipeline = typename Storage::Pipeline;
+    // Dynamic shared memory to request: the storage plus slack to align its start to 1024 bytes.
+    static constexpr size_t kSharedBytes = sizeof(Storage) + alignof(Storage);
+
+    static_assert(kSharedBytes <= kMaxCtaSharedBytes, "the GEMM's shared memory must fit one Hopper CTA");
+};
+
+template <class Form>
+__device__ __forceinline__ typename GemmLayout<Form>::Storage& shared_storage(uint8_t* raw) {
+    using Storage = typename GemmLayout<Form>::Storage;
     const uintptr_t address = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned = (address + alignof(GemmSharedStorage) - 1) & ~(uintptr_t{alignof(GemmSharedStorage)} - 1);
-    return *reinterpret_cast<GemmSharedStorage*>(aligned);
+    const uintptr_t aligned = (address + alignof(Storage) - 1) & ~(uintptr_t{alignof(Storage)} - 1);
+    return *reinterpret_cast<Storage*>(aligned);
 }
 
 // The pipelined path's gate (RowGroups::tile_ready): row tile m's rows may still be arriving. wait_ring_tile
@@ -265,12 +308,12 @@ concept HasTileBegin = requires(const typename Form::Params& p, const Tile& t, c
 };
 
 template <class Form>
-__device__ void run_consumer(const typename Form::Params& params, GemmSharedStorage& smem, Pipeline& pipe,
-                             const device::WaitContext& wait_ctx, int wg) {
+__device__ void run_consumer(const typename Form::Params& params, typename GemmLayout<Form>::Storage& smem,
+                             typename GemmLayout<Form>::Pipeline& pipe, const device::WaitContext& wait_ctx, int wg) {
     const int thread_in_wg = static_cast<int>(threadIdx.x) % kThreadsPerWarpgroup;
     const epilogue::EpilogueContext epilogue_ctx{smem.staging[wg], smem.epilogue_loaded[wg], &wait_ctx, wg, false};
     auto scheduler = Form::make_scheduler(params);
-    Pipeline::State state;
+    typename GemmLayout<Form>::Pipeline::State state;
     for (Tile tile; scheduler.next(tile);) {
         if constexpr (HasTileBegin<Form>) {
             Form::begin_tile(params, tile, wg, thread_in_wg, epilogue_ctx);
@@ -292,8 +335,8 @@ template <class Form>
 __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ typename Form::Params params) {
     extern __shared__ uint8_t smem_raw[];
-    GemmSharedStorage& smem = shared_storage(smem_raw);
-    Pipeline pipe(smem.pipeline);
+    auto& smem = shared_storage<Form>(smem_raw);
+    typename GemmLayout<Form>::Pipeline pipe(smem.pipeline);
     if (threadIdx.x == 0) {
         pipe.init();
         for (auto& warpgroup_barriers : smem.epilogue_loaded) {

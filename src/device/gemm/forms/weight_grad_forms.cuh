@@ -25,12 +25,20 @@ namespace mok::gemm {
 inline constexpr int kMnBoxesA = BLOCK_M / kMnBoxElements;
 inline constexpr int kMnBoxesB = BLOCK_N / kMnBoxElements;
 
-// The epilogue-warps arrangement's hand-off (epilogue_warps_kernel.cuh) for both weight gradients, fresh mode only --
-// accumulate mode's fp32 slice is twice a hand-off buffer: the consumer stages its bf16 boxes, an epilogue thread
-// stores them by TMA. `Form::output_of` names the tile's gradient and its first row.
+// What both weight gradients declare about their epilogue's shared memory. The epilogue-warps arrangement's hand-off
+// (epilogue_warps_kernel.cuh), fresh mode only -- accumulate mode's fp32 slice is twice a hand-off buffer: the
+// consumer stages its bf16 boxes, an epilogue thread stores them by TMA. `Form::output_of` names the tile's gradient
+// and its first row.
 template <class Form, epilogue::WeightGradMode kMode>
 struct WeightGradHandoff {
     static constexpr int kHandoffBytes = kMode == epilogue::WeightGradMode::kFresh ? epilogue::kFreshHandoffBytes : 0;
+    // The cooperative kernel's staging (GemmLayout): accumulate mode by loads keeps kAccumulateLoadSlots main_grad
+    // boxes in flight per warpgroup; the other modes stage in a kStagingBytesPerWarpgroup buffer's two halves.
+    static constexpr bool kLoadsMainGrad = kMode == epilogue::WeightGradMode::kAccumulate;
+    static constexpr int kCooperativeStagingBytes =
+        kLoadsMainGrad ? epilogue::kAccumulateStagingBytes : kStagingBytesPerWarpgroup;
+    static constexpr int kEpilogueLoadSlots =
+        kLoadsMainGrad ? epilogue::kAccumulateLoadSlots : epilogue::kStagingHalves;
 
     template <class Params>
     __device__ static void handoff_stage(const Params&, const Tile& t, const float (&acc)[kNumAccumulators],
