@@ -6,8 +6,9 @@
 // The tile is (BLOCK_M, BLOCK_N) = (128, 256) with BLOCK_K = 64 (one 128-byte swizzle line of bf16), so a
 // stage holds a 16 KiB A tile and a 32 KiB B tile. Four stages (192 KiB) keep about three K blocks of loads in
 // flight ahead of the tensor cores, and leave room for the 32 KiB epilogue staging buffer within the 227 KiB
-// a block may use. A 128 x 256 tile does 2*128*256*64 flops per 48 KiB loaded, enough arithmetic intensity
-// for the tensor cores to outrun shared-memory and L2 bandwidth.
+// a block may use (the accumulate mode by loads stages 64 KiB and runs three: GemmLayout, grouped_gemm_kernel.cuh). A
+// 128 x 256 tile does 2*128*256*64 flops per 48 KiB loaded, enough arithmetic intensity for the tensor cores to outrun
+// shared-memory and L2 bandwidth.
 #pragma once
 
 #include <cstdint>
