@@ -320,6 +320,14 @@ Status launch_form(const typename Form::Params& params, const LaunchConfig& laun
     return cuda_status(cudaGetLastError(), "launching a grouped GEMM");
 }
 
+// The cooperative kernel's stages per form (GemmLayout): kStages for all but the accumulate mode by loads, whose four
+// main_grad slots per warpgroup leave room for three.
+static_assert(GemmLayout<GateUpForm>::kNumStages == kStages && GemmLayout<DgradDownForm>::kNumStages == kStages &&
+              GemmLayout<WeightGradDownForm<epilogue::WeightGradMode::kFresh>>::kNumStages == kStages &&
+              GemmLayout<WeightGradDownForm<epilogue::WeightGradMode::kAccumulateByReduction>>::kNumStages == kStages);
+static_assert(GemmLayout<WeightGradGateUpForm<epilogue::WeightGradMode::kAccumulate>>::kNumStages == kStages - 1 &&
+              GemmLayout<WeightGradDownForm<epilogue::WeightGradMode::kAccumulate>>::kNumStages == kStages - 1);
+
 }  // namespace
 
 Status load_kernels() {
