@@ -15,8 +15,11 @@ namespace mok::epilogue {
 inline constexpr int kStagingHalves = 2;
 
 struct EpilogueContext {
-    uint8_t* staging;                 // kStagingBytesPerWarpgroup bytes, 1024-byte aligned, this warpgroup's
-    uint64_t* loaded;                 // [kStagingHalves] mbarriers: TMA loads into each half (one arrival)
+    // This warpgroup's staging buffer, 1024-byte aligned: kStagingBytesPerWarpgroup bytes, or what the form's layout
+    // gives it (gemm::GemmLayout; kAccumulateStagingBytes in accumulate mode by loads).
+    uint8_t* staging;
+    // mbarriers of the TMA loads into the buffer, one arrival each: [kStagingHalves], or [kAccumulateLoadSlots].
+    uint64_t* loaded;
     const device::WaitContext* wait;  // the launch's error record and wait budget
     int warpgroup;                    // the consumer warpgroup (0 or 1): its staging buffer's named barrier
     // Cooperative arrangement: both warpgroups hold the two row halves of one tile. Ping-pong: a warpgroup holds
