@@ -453,23 +453,25 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     // Correctness first: one forward and backward of the case's routing, checked, before anything is timed.
     checked_step(c, ranks, 0);
     const double flops = forward_flops(c);
-    // An accumulate case's forward is the fresh case's: only its backward is timed.
-    const bool times_forward = c.grad_mode == GradMode::kFresh;
-    HostClock forward_enqueue;
-    TimingStats forward;
-    if (times_forward) {
-        forward = timer.time(
+    // Times `pass` on every rank, its host enqueue time into `enqueue`, then checks the ranks' results.
+    const auto time_pass = [&](void (Rank::*pass)(), HostClock& enqueue) {
+        const TimingStats stats = timer.time(
             [&](int) {
-                const HostClock::Scope scope(forward_enqueue, timer.in_timed_run());
+                const HostClock::Scope scope(enqueue, timer.in_timed_run());
                 for (auto& r : ranks) {
-                    r->forward();
+                    ((*r).*pass)();
                 }
             },
             timing);
         for (auto& r : ranks) {
             r->check_results();
         }
-    }
+        return stats;
+    };
+    // An accumulate case's forward is the fresh case's: only its backward is timed.
+    const bool times_forward = c.grad_mode == GradMode::kFresh;
+    HostClock forward_enqueue;
+    const TimingStats forward = times_forward ? time_pass(&Rank::forward, forward_enqueue) : TimingStats{};
     double memory = 0.0;
     for (const auto& r : ranks) {
         memory = std::max(memory, r->memory_in_use_gib());
@@ -495,17 +497,7 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     }
     // Backward reuses the last forward's context: it reads it and leaves it intact.
     HostClock backward_enqueue;
-    const TimingStats backward = timer.time(
-        [&](int) {
-            const HostClock::Scope scope(backward_enqueue, timer.in_timed_run());
-            for (auto& r : ranks) {
-                r->backward();
-            }
-        },
-        timing);
-    for (auto& r : ranks) {
-        r->check_results();
-    }
+    const TimingStats backward = time_pass(&Rank::backward, backward_enqueue);
     add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, backward_enqueue.stats(), memory, stages, cases);
 }
 
