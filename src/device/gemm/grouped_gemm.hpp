@@ -152,7 +152,9 @@ enum class WeightGradMode { kFresh, kAccumulate };
 enum class MainGradUpdate { kLoadAddStore, kReduction };
 // The fewest rows per expert, on average, for which the layer asks for kReduction. Measured against kLoadAddStore
 // in the same run over every model shape: 1.02-1.07x at 2048 and 4096 rows per expert, 0.93-0.98x at 512, 0.80-0.81x
-// at 128; the crossover lies between 512 and 2048, and this is the smallest size measured to gain.
+// at 128; the crossover lies between 512 and 2048, and this is the smallest size measured to gain. Since the loads
+// keep four boxes in flight (docs/gemm.md, "Accumulate mode: four boxes in flight") the reductions run 0.98-1.06x
+// at 2048 rows and 1.01-1.05x at 4096 (DeepSeek-V3 and Qwen3.5), so the rule stands.
 inline constexpr int64_t kMainGradReductionMinRowsPerExpert = 2048;
 
 // dW_gate,e = sum over e's rows of dg^T x; dW_up,e likewise with du. Fresh: bf16 [E, I, H] overwritten;
