@@ -98,9 +98,9 @@ consteval int epilogue_load_slots() {
     }
 }
 
-// The cooperative kernel's shared memory for `Form`: kStages stages where the staging buffers leave room for them
-// (every form but one), fewer where a form's epilogue takes more (accumulate mode, whose K loops are short where its
-// main_grad traffic matters: weight_grad_epilogue.cuh).
+// The cooperative kernel's shared memory for `Form`: kStages stages where the staging buffers leave room for them,
+// fewer where a form's epilogue takes more (the accumulate mode by loads, whose K loops are short where its main_grad
+// traffic matters: weight_grad_epilogue.cuh).
 template <class Form>
 struct GemmLayout {
     static constexpr int kStagingBytes = cooperative_staging_bytes<Form>();
