@@ -3,8 +3,11 @@
 // (both directions at once) and an NCCL all-to-all (ncclSend/ncclRecv per peer, as all_to_all_single does).
 //
 // Bandwidth = bytes of routed rows that cross NVLink, per rank (rows whose source is the other rank, times
-// 2H bytes), over the slower rank's time; both ranks move their rows at once, as in a real step.
+// 2H bytes), over the slower rank's time; both ranks move their rows at once, as in a real step. The dispatch
+// pulls a token's rows once per group (comm::DispatchPull), so fewer bytes cross than it delivers: each case
+// records the rows it loads over NVLink (pulled_nvlink_rows_*), and dispatch_every_row times the pull of each row.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -348,7 +351,9 @@ Case transport_case(const TwoRankTransport& t, const std::string& what, int32_t 
         .set("routing", t.setup().routing == RoutingKind::kZipf ? "zipf" : "uniform")
         .set("seed", t.setup().seed)
         .set("nvlink_rows_rank0", t.remote_rows(0))
-        .set("nvlink_rows_rank1", t.remote_rows(1));
+        .set("nvlink_rows_rank1", t.remote_rows(1))
+        .set("pulled_nvlink_rows_rank0", t.remote_pulled_rows(0))
+        .set("pulled_nvlink_rows_rank1", t.remote_pulled_rows(1));
     Timer timer = make_timer(t);
     const TimingStats stats = timer.time([&](int) { both(enqueue); }, timing);
     t.check_status();
@@ -389,9 +394,19 @@ void shape_cases(const TransportSetup& setup, const std::vector<int32_t>& sms_li
     t.check_status();
     check_push(t);
 
+    // The dispatch that pulls every row on its own (comm::DispatchPull::kEveryRow), against the default that pulls a
+    // token's rows once per group: the same ring bytes, fewer of them over NVLink.
+    std::array<comm::LaunchGroup<comm::NcclPeers>, kRanks> every_row = {t.group(0), t.group(1)};
+    for (auto& g : every_row) {
+        g.dispatch_pull = comm::DispatchPull::kEveryRow;
+    }
     for (const int32_t sms : sms_list) {
         Baselines baselines;
         baseline_cases(t, sms, timing, sweep, cases, baselines);
+        cases.push_back(transport_case(t, "dispatch_every_row", sms, 0, timing, sweep, baselines, [&](int32_t r) {
+            throw_unless_ok(comm::enqueue_dispatch(every_row[r], layout::TransportPass::kForward,
+                                                   layout::RingId::kTokens, comm::CopyBlocks{sms, 0}, t.stream(r)));
+        }));
         // local 0: the NVLink SMs copy every row; otherwise the rows that stay on the GPU go to other SMs.
         for (const int32_t local : kLocalRowSms) {
             const std::string suffix = local == 0 ? "" : "_local" + std::to_string(local);

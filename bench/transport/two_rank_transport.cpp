@@ -12,6 +12,7 @@
 #include "bench/common/cuda_check.hpp"
 #include "bench/common/data.hpp"
 #include "common/bf16.hpp"
+#include "device/comm/copy_geometry.hpp"
 #include "host/comm/device_status.hpp"
 #include "host/comm/transport_memory.hpp"
 #include "plan/routing_plan.hpp"
@@ -223,6 +224,25 @@ int64_t TwoRankTransport::remote_rows(int32_t rank) const {
     for (int64_t row = 0; row < p.padded_rows(); ++row) {
         const plan::RowSource s = p.row_source[row];
         count += !s.is_padding() && s.src_rank != rank ? 1 : 0;
+    }
+    return count;
+}
+
+int64_t TwoRankTransport::remote_pulled_rows(int32_t rank) const {
+    const plan::HostPlan& p = plans_[rank];
+    const int64_t slots = p.shape.slots_per_rank();
+    int64_t count = 0;
+    for (int32_t src = 0; src < kRanks; ++src) {
+        if (src == rank) {
+            continue;
+        }
+        for (int64_t token = 0; token < p.shape.tokens_per_rank; ++token) {
+            int64_t rows = 0;
+            for (int32_t slot = 0; slot < p.shape.top_k; ++slot) {
+                rows += p.owned_slot_rows[src * slots + token * p.shape.top_k + slot] >= 0 ? 1 : 0;
+            }
+            count += plan::ceil_div(rows, comm::kMaxRowFanout);
+        }
     }
     return count;
 }

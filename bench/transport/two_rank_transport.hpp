@@ -67,6 +67,9 @@ class TwoRankTransport {
     // Rows of `rank`'s row space that come from the other rank: what its dispatch pulls over NVLink, and what
     // its push sends back.
     int64_t remote_rows(int32_t rank) const;
+    // Of them, the rows a dispatch that pulls a token's rows once per group (comm::DispatchPull::kTokenGroups) loads
+    // over NVLink: one per group of up to kMaxRowFanout rows of one source token.
+    int64_t remote_pulled_rows(int32_t rank) const;
     uint64_t row_bytes() const { return static_cast<uint64_t>(setup_.model.hidden) * 2; }
 
     // Throws unless every rank's DeviceStatus is clear (after its stream completes).

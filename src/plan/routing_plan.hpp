@@ -10,11 +10,12 @@
 //   2. scan_expert      each chunk's first row inside its expert, and rows per expert
 //   3. layout_owner     padded segment starts of an owner rank's experts; overflow check
 //   4. locate_slot      the (owner rank, row) of any (source rank, token, slot)
-// from which the owner fills its row table (place_slot) and M-tile table (fill_tiles), and a source fills the
-// inverse map of its own slots (SlotLocation). Every function below is a pure function of its inputs: the GPU
-// runs it with one thread per item, the CPU with a loop, and the results are identical by construction.
-// Chunks bound the work of locate_slot (it counts earlier equal ids inside one chunk) and give the GPU
-// parallelism for the counts.
+// from which the owner fills its row table (place_slot), the row of every slot it owns (owned_slot_rows, whose
+// entries for one source token name all of that token's rows here: the dispatch pulls such a row once and stores it
+// to each of them) and M-tile table (fill_tiles), and a source fills the inverse map of its own slots (SlotLocation).
+// Every function below is a pure function of its inputs: the GPU runs it with one thread per item, the CPU with a loop,
+// and the results are identical by construction. Chunks bound the work of locate_slot (it counts earlier equal ids
+// inside one chunk) and give the GPU parallelism for the counts.
 #pragma once
 
 #include <cmath>
@@ -90,6 +91,8 @@ struct PlanTables {
     RowSource* row_source;        // [capacity_rows]  this rank as owner: the source of each row
     int32_t* tile_expert;         // [capacity_rows / kExpertRowAlignment]  local expert of each M tile; -1 past the end
     SlotLocation* slot_location;  // [T * k]    this rank as source: where each of its slots is processed
+    int32_t* owned_slot_rows;     // [R][T * k] this rank as owner: the row of each source rank's slot; -1 where
+                                  //            the slot is unused or its expert lives on another rank
     int32_t* status;              // [1]        PlanStatus
 };
 
@@ -100,6 +103,7 @@ struct PlanTableSizes {
     int64_t rows;           // capacity_rows
     int64_t tiles;          // capacity_rows / kExpertRowAlignment
     int64_t slots;          // T * k
+    int64_t all_slots;      // R * T * k
 };
 
 MOK_HOST_DEVICE MOK_INLINE PlanTableSizes table_sizes(const PlanShape& s) {
@@ -108,7 +112,8 @@ MOK_HOST_DEVICE MOK_INLINE PlanTableSizes table_sizes(const PlanShape& s) {
             s.ep_size,
             s.capacity_rows,
             s.max_tiles(),
-            s.slots_per_rank()};
+            s.slots_per_rank(),
+            s.ep_size * s.slots_per_rank()};
 }
 
 // Rows the schedule table needs in the worst case: every slot of every rank on this rank's experts -- a token
@@ -263,6 +268,15 @@ MOK_HOST_DEVICE MOK_INLINE void place_slot(const PlanShape& s, int32_t src_rank,
     if (where.row >= 0 && where.row < s.capacity_rows) {
         t.row_source[where.row] = RowSource{src_rank, static_cast<int32_t>(token * s.top_k + slot)};
     }
+}
+
+// The owner's entry for source `src_rank`'s slot (token, slot) in owned_slot_rows: its row where locate_slot named
+// this rank (and the row fits the table), else -1. Every slot of every source is written, every step.
+MOK_HOST_DEVICE MOK_INLINE void record_owned_slot(const PlanShape& s, int32_t src_rank, int64_t token, int32_t slot,
+                                                  SlotLocation where, const PlanTables& t) {
+    const bool owned = where.rank == s.rank && where.row >= 0 && where.row < s.capacity_rows;
+    t.owned_slot_rows[static_cast<int64_t>(src_rank) * s.slots_per_rank() + token * s.top_k + slot] =
+        owned ? where.row : -1;
 }
 
 // Padding rows of local expert `local_expert` on this rank, and the local expert of each of its M tiles.

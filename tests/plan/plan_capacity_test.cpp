@@ -27,7 +27,8 @@ constexpr int64_t kMaxRandomTokens = 3 * kPlanChunkTokens;
                        static_cast<int64_t>(plan.owner_padded_rows.size()) == sizes.ranks &&
                        static_cast<int64_t>(plan.row_source.size()) == sizes.rows &&
                        static_cast<int64_t>(plan.tile_expert.size()) == sizes.tiles &&
-                       static_cast<int64_t>(plan.slot_location.size()) == sizes.slots;
+                       static_cast<int64_t>(plan.slot_location.size()) == sizes.slots &&
+                       static_cast<int64_t>(plan.owned_slot_rows.size()) == sizes.all_slots;
     if (!exact) {
         return ::testing::AssertionFailure() << "the plan's tables are not the sizes table_sizes() gives";
     }

@@ -163,6 +163,21 @@ AssertionResult maps_are_inverse(std::span<const HostPlan> plans) {
             }
         }
     }
+    // owned_slot_rows: every owner's entry for a source slot is the row slot_location names on that owner, else -1.
+    for (const HostPlan& owner : plans) {
+        for (const HostPlan& source : plans) {
+            const int64_t first = static_cast<int64_t>(source.shape.rank) * source.shape.slots_per_rank();
+            for (int64_t i = 0; i < source.shape.slots_per_rank(); ++i) {
+                const SlotLocation where = source.slot_location[i];
+                const int32_t want = where.rank == owner.shape.rank ? where.row : -1;
+                if (owner.owned_slot_rows[first + i] != want) {
+                    return AssertionFailure()
+                           << "rank " << owner.shape.rank << " owned_slot_rows of rank " << source.shape.rank
+                           << " slot " << i << " is " << owner.owned_slot_rows[first + i] << ", expected " << want;
+                }
+            }
+        }
+    }
     for (const HostPlan& source : plans) {
         for (int64_t i = 0; i < source.shape.slots_per_rank(); ++i) {
             const SlotLocation where = source.slot_location[i];

@@ -32,6 +32,10 @@ inline constexpr int32_t kMinRingTiles = 1;
 // Issuers per team: with one, an issuer's reload of a stage waits out the previous store's read of it; two or four
 // moved the dispatch's remote rows at the link's rate from 8-12 SMs, four where rows are shorter (H = 4096).
 inline constexpr uint32_t kBulkIssuers = 4;
+// Destinations one listed row may have: a row loaded once and stored to each (the dispatch's rows of one source token
+// on this rank, dispatch.cuh). Four halve the loads of DeepSeek-V3's EP 2 dispatch (a token sends a rank four rows
+// on average) at 3 KiB of listing per buffer.
+inline constexpr uint32_t kMaxRowFanout = 4;
 // A copy block's dynamic shared memory for its issuers' stages: what a Hopper block may have, less the team's buffers.
 inline constexpr uint32_t kBulkStagingBytes = 192 * 1024;
 // The largest piece: a whole row of every model of the brief (H = 7168: 14 KiB) is one piece.

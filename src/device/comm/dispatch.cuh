@@ -10,6 +10,17 @@
 //      lap) was released by its consumer (ring_free >= this pass's sequence; acquire at GPU scope);
 //   3. after every copy thread's stores (the done barrier): ring_ready[t] = sequence (release at GPU scope). A consumer
 //      waits for it with wait_ring_tile (device/comm/ring.cuh).
+//
+// Rows of one token pulled once (DispatchParams::owned_slot_rows; where the ring holds every row of the pass). A
+// token that sends this rank several rows (DeepSeek-V3 at EP 2: four on average, of its eight) would cross NVLink
+// once per row. Instead its rows here, in row order, form groups of up to kMaxRowFanout; the group's first row (its
+// leader) is loaded once and stored to every row of the group, and the other rows are not listed. A group's rows
+// lie in the leader's tile or later ones (rows are expert-major, and a token's experts ascend with its rows), so a
+// tile's rows land from its own team and from teams of earlier tiles. Each tile therefore counts its rows as they
+// land (tile_parts: every row of a group, once its leader's team has stored them, and the tile's padding rows, from
+// its own team), and the add that brings the count to 128 publishes it (acq_rel: cumulative over every earlier
+// add's stores) and resets the count. No team waits for another's count, so the progress argument holds as before;
+// without laps there is no store gate. The rows' bytes are those of a pull per row.
 // Pulling keeps the owner's NVLink reads in its own hands: an imbalanced owner pulls at its own pace, and no
 // cross-GPU completion flag is needed for the data (the loads complete in the pulling threads' registers).
 #pragma once
@@ -44,8 +55,12 @@ struct DispatchParams {
     const uint64_t* ring_free;          // [capacity_rows / 128] written by the consumer
     const layout::TransportControl* control;
     device::WaitContext ctx;
-    uint32_t* tile_parts;   // [capacity_rows / 128] join counters of tiles split between two teams (RowShare)
+    uint32_t* tile_parts;   // [capacity_rows / 128] join counters of tiles split between two teams (RowShare), or
+                            // the rows landed per tile when tokens are pulled once (reset at every step's plan)
     uint64_t* tile_claims;  // [kClaimWordsPerRole] the claim words of this ring's dispatch teams (TileQueue)
+    // [R][T * k] this rank's plan's owned_slot_rows (each source slot's row here, or -1): a token's rows here are
+    // pulled once per group of kMaxRowFanout, where the ring holds every row of the pass; nullptr: every row pulled.
+    const int32_t* owned_slot_rows;
 };
 
 // Tiles of this rank's row space: the plan's padded rows over 128 (read from device memory, so the grid can be
@@ -64,7 +79,8 @@ class DispatchPolicy {
           step_(p.control->step),
           sequence_(layout::pass_sequence(step_, p.pass)),
           row_bytes_(p.window.shape.row_bytes()),
-          ring_tiles_(p.ring_rows_count / kTileRows) {}
+          ring_tiles_(p.ring_rows_count / kTileRows),
+          grouped_(p.owned_slot_rows != nullptr && p.ring_rows_count >= p.owner_padded_rows[p.peers.rank]) {}
 
     // The number this pass's flags carry; it also tags the pass's tile claims.
     __device__ uint64_t sequence() const { return sequence_; }
@@ -74,6 +90,11 @@ class DispatchPolicy {
     }
 
     __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
+
+    // Every row of the team's share, or only the leaders of their token's groups.
+    __device__ bool lists_row(int64_t tile, plan::RowSource row, uint32_t row_in_tile) const {
+        return copies_row(row) && (!grouped_ || token_group(tile * kTileRows + row_in_tile, row).leader);
+    }
 
     // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it
     // already observed, so each flag is acquired once per team and pass.
@@ -136,21 +157,112 @@ class DispatchPolicy {
         return p_.peers.peer_ptr(row.src_rank, offset);
     }
 
-    __device__ void* store_dst(int64_t tile, plan::RowSource, uint32_t row_in_tile) const {
-        const int64_t row = tile * kTileRows + row_in_tile;
-        return p_.ring_rows + (row % p_.ring_rows_count) * row_bytes_;
+    // The row's ring slot, or (tokens pulled once) the ring slots of the leader's group.
+    __device__ uint32_t store_dsts(int64_t tile, plan::RowSource row, uint32_t row_in_tile,
+                                   uint4* (&dsts)[kMaxRowFanout]) const {
+        const int64_t first = tile * kTileRows + row_in_tile;
+        if (!grouped_) {
+            dsts[0] = ring_row(first);
+            return 1;
+        }
+        const TokenGroup group = token_group(first, row);
+        uint32_t num_rows = 0;
+#pragma unroll
+        for (uint32_t i = 0; i < kMaxRowFanout; ++i) {
+            if (group.rows[i] >= 0) {
+                dsts[num_rows++] = ring_row(group.rows[i]);
+            }
+        }
+        return num_rows;
     }
 
     // Every thread of the team stored its part of the tile (the done barrier before this call): publish it. The
     // release is cumulative over those stores. A consumer that reads the ring through the async proxy (TMA) adds
     // its own proxy fence after its acquire.
-    __device__ void finish_tile(int64_t tile, const plan::RowSource*, uint32_t lane) const {
+    __device__ void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
+        if (grouped_) {
+            count_landed_rows(tile, rows, lane);
+            return;
+        }
         if (lane == 0 && (share_ == RowShare::kAll || join_split_tile(p_.tile_parts, tile))) {
             ptx::st_release_gpu(&p_.ring_ready[tile], sequence_);
         }
     }
 
   private:
+    // A token's rows on this rank, in row order, taken kMaxRowFanout at a time: the group of one of them.
+    struct TokenGroup {
+        bool leader;                  // the row is its group's first
+        int64_t rows[kMaxRowFanout];  // leader only: the group's rows, the leader first, then -1 past the last
+    };
+
+    // The group of row `row` (whose source is `source`). The token's rows here are its slots' entries in
+    // owned_slot_rows (k of them, -1 where another rank or none takes the slot): L2 reads, a few per row.
+    __device__ TokenGroup token_group(int64_t row, plan::RowSource source) const {
+        const int32_t* slots = p_.owned_slot_rows + static_cast<int64_t>(source.src_rank) * p_.window.shape.slots() +
+                               source.token_slot / p_.top_k * p_.top_k;
+        uint32_t earlier = 0;  // the token's rows here before this one
+        for (int32_t j = 0; j < p_.top_k; ++j) {
+            const int32_t r = slots[j];
+            earlier += r >= 0 && r < row ? 1 : 0;
+        }
+        TokenGroup g;
+        g.leader = earlier % kMaxRowFanout == 0;
+        g.rows[0] = row;
+        // The next rows in order: each the smallest of the token's rows past the one before it. Unrolled, so that
+        // the rows stay in registers.
+#pragma unroll
+        for (uint32_t i = 1; i < kMaxRowFanout; ++i) {
+            const int64_t previous = g.rows[i - 1];
+            int64_t next = -1;
+            for (int32_t j = 0; g.leader && previous >= 0 && j < p_.top_k; ++j) {
+                const int64_t r = slots[j];
+                next = r > previous && (next < 0 || r < next) ? r : next;
+            }
+            g.rows[i] = next;
+        }
+        return g;
+    }
+
+    __device__ uint4* ring_row(int64_t row) const {
+        return reinterpret_cast<uint4*>(p_.ring_rows + (row % p_.ring_rows_count) * row_bytes_);
+    }
+
+    // Tokens pulled once: each group this team listed in the tile has landed, and so have the tile's padding rows
+    // (counted by the team of the remote rows, or the only one). Each lands in its tile's count, and the add that
+    // completes a tile publishes it.
+    __device__ void count_landed_rows(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
+        const bool counts_padding = share_ != RowShare::kLocal;
+        uint32_t padding = 0;
+        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+            if (rows[r].is_padding()) {
+                padding += counts_padding ? 1 : 0;
+            } else if (lists_row(tile, rows[r], r)) {
+                const TokenGroup group = token_group(tile * kTileRows + r, rows[r]);
+#pragma unroll
+                for (uint32_t i = 0; i < kMaxRowFanout; ++i) {
+                    if (group.rows[i] >= 0) {
+                        land_rows(group.rows[i] / kTileRows, 1);
+                    }
+                }
+            }
+        }
+        padding = __reduce_add_sync(kFullWarpMask, padding);
+        if (lane == 0 && padding > 0) {
+            land_rows(tile, padding);
+        }
+    }
+
+    // `n` rows of tile `t` have landed. acq_rel: the add releases this team's stores (ordered before it by the done
+    // barrier, whose issuers completed and fenced them) and acquires every earlier add's, so that the add that makes
+    // the count whole publishes all of the tile's rows with its release store.
+    __device__ void land_rows(int64_t t, uint32_t n) const {
+        if (ptx::atom_add_acq_rel_gpu(&p_.tile_parts[t], n) + n == static_cast<uint32_t>(kTileRows)) {
+            p_.tile_parts[t] = 0;
+            ptx::st_release_gpu(&p_.ring_ready[t], sequence_);
+        }
+    }
+
     // Source ranks of the tile's data rows that lane 0 has not observed yet, as a mask.
     __device__ uint64_t unseen_sources(const plan::RowSource* rows) const {
         uint64_t mask = 0;
@@ -173,6 +285,7 @@ class DispatchPolicy {
     const uint64_t sequence_;
     const int64_t row_bytes_;
     const int64_t ring_tiles_;
+    const bool grouped_;         // a token's rows pulled once per group (the ring holds every row of the pass)
     uint64_t sources_seen_ = 0;  // lane 0's record of the sources whose announcement it already observed
 };
 

@@ -47,12 +47,15 @@
 //   bool wait_load_gate(int64_t tile, const plan::RowSource* rows, uint32_t lane)     warp-uniform, bounded
 //   bool store_gate_open(int64_t tile, uint32_t lane)                                  warp-uniform, never blocks
 //   bool wait_store_gate(int64_t tile, uint32_t lane)                                  warp-uniform, bounded
-//   bool copies_row(plan::RowSource row)                                              the team's share of rows
+//   bool lists_row(int64_t tile, plan::RowSource row, uint32_t row_in_tile)           the rows this team loads
 //   const void* load_src(int64_t tile, plan::RowSource row, uint32_t row_in_tile)     16-byte aligned
-//   void* store_dst(int64_t tile, plan::RowSource row, uint32_t row_in_tile)          16-byte aligned
+//   uint32_t store_dsts(int64_t tile, plan::RowSource row, uint32_t row_in_tile,
+//                       uint4* (&dsts)[kMaxRowFanout])                               1..kMaxRowFanout, 16-byte aligned
 //   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        after the tile's copies
-// Padding rows (RowSource::padding()) are never copied. A gate that gives up (bounded_wait recorded the error)
-// ends the run: nothing of that tile is copied or published, and every thread returns false.
+// Padding rows (RowSource::padding()) are never copied. A listed row is loaded once and stored to each of its
+// destinations from the same stage (one bulk group per piece, so a stage is refilled once all of them have read it). A
+// gate that gives up (bounded_wait recorded the error) ends the run: nothing of that tile is copied or published, and
+// every thread returns false.
 #pragma once
 
 #include <cstdint>
@@ -207,7 +210,8 @@ enum class BufferState : uint32_t {
 struct RowCopyBuffer {
     plan::RowSource tile_rows[kTileRows];  // (kTileRows) the tile's row metadata, padding included
     const uint4* src[kTileRows];           // (kTileRows) the data rows' sources, densely listed
-    uint4* dst[kTileRows];                 // (kTileRows) their destinations
+    uint4* dst[kTileRows][kMaxRowFanout];  // (kTileRows, kMaxRowFanout) their destinations, num_dsts[i] of row i's
+    uint8_t num_dsts[kTileRows];           // (kTileRows) 1..kMaxRowFanout
     int64_t tile;                          // the claimed tile (control warp: which one to finish)
     uint64_t listed;                       // 1 + the team's count of the tile last listed here (released last)
     uint32_t num_rows;                     // data rows listed
@@ -321,13 +325,13 @@ class RowCopyRun {
         for (uint32_t base = 0; base < static_cast<uint32_t>(kTileRows); base += kWarpSize) {
             const uint32_t r = base + lane;
             const plan::RowSource row = buf.tile_rows[r];
-            const bool data = !row.is_padding() && policy_.copies_row(row);
+            const bool data = !row.is_padding() && policy_.lists_row(tile, row, r);
             const uint32_t ballot = __ballot_sync(kFullWarpMask, data);
             if (data) {
                 // Each data row's slot is the count of data rows before it.
                 const uint32_t slot = listed + __popc(ballot & ((1u << lane) - 1));
                 buf.src[slot] = static_cast<const uint4*>(policy_.load_src(tile, row, r));
-                buf.dst[slot] = static_cast<uint4*>(policy_.store_dst(tile, row, r));
+                buf.num_dsts[slot] = static_cast<uint8_t>(policy_.store_dsts(tile, row, r, buf.dst[slot]));
             }
             listed += __popc(ballot);
         }
@@ -468,8 +472,11 @@ class RowCopyRun {
                     return false;
                 }
                 const PiecePosition at = geometry.piece(j, w, num_issuers);
-                ptx::bulk_store_shared_to_global(reinterpret_cast<uint8_t*>(buf.dst[at.row]) + at.byte_offset,
-                                                 stages + stage * geometry.piece_bytes, at.bytes);
+                const uint32_t num_dsts = buf.num_dsts[at.row];
+                for (uint32_t d = 0; d < num_dsts; ++d) {
+                    ptx::bulk_store_shared_to_global(reinterpret_cast<uint8_t*>(buf.dst[at.row][d]) + at.byte_offset,
+                                                     stages + stage * geometry.piece_bytes, at.bytes);
+                }
                 ptx::bulk_commit_group();
                 // Once the previous piece's store has read its stage (at most this one pending), that stage takes
                 // the next load.

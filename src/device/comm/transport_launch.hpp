@@ -35,11 +35,19 @@ struct RankEndpoint {
     layout::LocalBuffers local;  // its local block (plan, rings, control, status)
 };
 
+// How the dispatch pulls the rows of a source token that sends this rank several (dispatch.cuh). The ring's bytes
+// are the same either way.
+enum class DispatchPull : uint8_t {
+    kEveryRow,     // each row on its own
+    kTokenGroups,  // once per group of up to kMaxRowFanout of them, where the ring holds every row of the pass
+};
+
 template <typename Peers>
 struct LaunchGroup {
     layout::SymmetricLayout window;  // the same on every rank
     layout::LocalLayout local;       // the same on every rank, except plan.rank (taken from each rank's peers)
     uint64_t timeout_ns = 0;         // budget of every bounded wait (Config::peer_timeout_ms)
+    DispatchPull dispatch_pull = DispatchPull::kTokenGroups;
     int32_t num_ranks = 0;
     RankEndpoint<Peers> ranks[kMaxLaunchRanks];
 };

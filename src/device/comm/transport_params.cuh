@@ -31,20 +31,22 @@ DispatchParams<Peers> dispatch_params(const LaunchGroup<Peers>& group, int32_t s
                                       layout::RingId ring) {
     const RankEndpoint<Peers>& r = group.ranks[slot];
     const int32_t ring_idx = static_cast<int32_t>(ring);
-    return DispatchParams<Peers>{r.peers,
-                                 group.window,
-                                 pass,
-                                 group.window.shape.top_k,
-                                 r.local.plan.row_source,
-                                 r.local.plan.owner_padded_rows,
-                                 reinterpret_cast<char*>(r.local.ring_rows[ring_idx]),
-                                 group.local.plan.ring_rows,
-                                 r.local.ring_ready[ring_idx],
-                                 r.local.ring_free[ring_idx],
-                                 r.local.control,
-                                 wait_context(group, slot),
-                                 r.local.ring_parts[ring_idx],
-                                 r.local.ring_claims[ring_idx]};
+    return DispatchParams<Peers>{
+        r.peers,
+        group.window,
+        pass,
+        group.window.shape.top_k,
+        r.local.plan.row_source,
+        r.local.plan.owner_padded_rows,
+        reinterpret_cast<char*>(r.local.ring_rows[ring_idx]),
+        group.local.plan.ring_rows,
+        r.local.ring_ready[ring_idx],
+        r.local.ring_free[ring_idx],
+        r.local.control,
+        wait_context(group, slot),
+        r.local.ring_parts[ring_idx],
+        r.local.ring_claims[ring_idx],
+        group.dispatch_pull == DispatchPull::kTokenGroups ? r.local.plan.owned_slot_rows : nullptr};
 }
 
 template <typename Peers>

@@ -191,7 +191,7 @@ inline constexpr int32_t kClaimWordsPerRole = 2;
 // block and the layer's context (host/cuda/layer_layout.hpp) each hold a plan this way. Writer: the planner of the
 // rank that owns the allocation. Readers: its dispatch, combine, row gate and GEMMs.
 struct PlanRegions {
-    static constexpr int kNumRegions = 9;
+    static constexpr int kNumRegions = 10;
 
     Region chunk_counts;       // [E][R][C] int32
     Region chunk_offsets;      // [E][R][C] int32
@@ -201,6 +201,7 @@ struct PlanRegions {
     Region row_source;         // [capacity_rows] RowSource
     Region tile_expert;        // [capacity_rows / 128] int32
     Region slot_location;      // [T * k] SlotLocation
+    Region owned_slot_rows;    // [R][T * k] int32
     Region status;             // [1] int32 PlanStatus
 
     MOK_HOST_DEVICE static PlanRegions take(RegionAllocator& a, const plan::PlanTableSizes& n) {
@@ -213,6 +214,7 @@ struct PlanRegions {
         r.row_source = a.take(n.rows * sizeof(plan::RowSource));
         r.tile_expert = a.take(n.tiles * sizeof(int32_t));
         r.slot_location = a.take(n.slots * sizeof(plan::SlotLocation));
+        r.owned_slot_rows = a.take(n.all_slots * sizeof(int32_t));
         r.status = a.take(sizeof(int32_t));
         return r;
     }
@@ -229,6 +231,7 @@ struct PlanRegions {
         t.row_source = reinterpret_cast<plan::RowSource*>(b + row_source.offset);
         t.tile_expert = reinterpret_cast<int32_t*>(b + tile_expert.offset);
         t.slot_location = reinterpret_cast<plan::SlotLocation*>(b + slot_location.offset);
+        t.owned_slot_rows = reinterpret_cast<int32_t*>(b + owned_slot_rows.offset);
         t.status = reinterpret_cast<int32_t*>(b + status.offset);
         return t;
     }
@@ -238,8 +241,8 @@ struct PlanRegions {
 
     // Every table's region (host side: for checks that walk them all).
     std::array<Region, kNumRegions> all() const {
-        return {chunk_counts, chunk_offsets, expert_rows,   segment_begin, owner_padded_rows,
-                row_source,   tile_expert,   slot_location, status};
+        return {chunk_counts, chunk_offsets, expert_rows,   segment_begin,   owner_padded_rows,
+                row_source,   tile_expert,   slot_location, owned_slot_rows, status};
     }
 };
 
@@ -252,7 +255,8 @@ struct LocalLayout {
     Region ring_ready[kNumRings];  // [capacity_rows / 128] u64
     Region ring_free[kNumRings];   // [capacity_rows / 128] u64
     // Per tile, the copy teams that finished it in the current pass, when a tile's remote and local rows are
-    // copied by different teams (device/comm/row_copy.cuh, RowShare); the last one publishes and resets it.
+    // copied by different teams (device/comm/row_copy.cuh, RowShare), or the rows landed in it when the dispatch
+    // pulls a token's rows once (device/comm/dispatch.cuh); the add that completes it publishes and resets it.
     Region ring_parts[kNumRings];  // [capacity_rows / 128] u32, dispatch into each ring
     Region push_parts;             // [capacity_rows / 128] u32, push of the owner's output rows
     // Per copy role, the claim words its teams take tiles from (device/comm/row_copy.cuh, TileQueue).

@@ -7,8 +7,8 @@
 //           with check_token
 //   layout  one block of kLayoutThreads: scan_expert's scan (one warp per expert), then layout_owner's (one warp
 //           per owner rank), each a warp-wide prefix sum of what the shared code adds one by one
-//   place   one thread per (source rank, token, slot): locate_slot, then place_slot (this rank owns the expert)
-//           and the slot's SlotLocation (this rank is the source)
+//   place   one thread per (source rank, token, slot): locate_slot, then place_slot (this rank owns the expert),
+//           the slot's SlotLocation (this rank is the source) and its owned_slot_rows entry (every slot)
 //   finish  one thread per item: fill_segment_tail per local expert, clear_tile per tile, padding rows past the
 //           rank's segments
 // Integer adds commute and associate, so neither the counts (atomics in any order) nor the warp scans (sums
@@ -251,16 +251,19 @@ __device__ __forceinline__ void place_item(const PlannerParams& p, int64_t item)
         if (mine_as_source) {
             p.tables.slot_location[flat] = plan::SlotLocation{-1, -1};
         }
+        plan::record_owned_slot(s, src, token, slot, plan::SlotLocation{-1, -1}, p.tables);
         return;
     }
     const bool mine_as_owner = s.owner_of(e) == s.rank;
     if (!mine_as_owner && !mine_as_source) {
+        plan::record_owned_slot(s, src, token, slot, plan::SlotLocation{s.owner_of(e), -1}, p.tables);
         return;
     }
     const plan::SlotLocation where = plan::locate_slot(s, ids, src, token, slot, p.tables);
     if (mine_as_owner) {
         plan::place_slot(s, src, token, slot, where, p.tables);
     }
+    plan::record_owned_slot(s, src, token, slot, where, p.tables);
     if (mine_as_source) {
         p.tables.slot_location[flat] = where;
     }

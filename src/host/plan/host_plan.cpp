@@ -5,9 +5,11 @@
 namespace mok::plan {
 
 PlanTables HostPlan::tables() {
-    return PlanTables{chunk_counts.data(),  chunk_offsets.data(),     expert_rows.data(),
-                      segment_begin.data(), owner_padded_rows.data(), row_source.data(),
-                      tile_expert.data(),   slot_location.data(),     &status};
+    return PlanTables{chunk_counts.data(),      chunk_offsets.data(),
+                      expert_rows.data(),       segment_begin.data(),
+                      owner_padded_rows.data(), row_source.data(),
+                      tile_expert.data(),       slot_location.data(),
+                      owned_slot_rows.data(),   &status};
 }
 
 int64_t HostPlan::local_expert_rows(int32_t local_expert) const {
@@ -29,6 +31,7 @@ void build_host_plan(const PlanShape& shape, std::span<const int32_t* const> all
     plan->row_source.assign(sizes.rows, RowSource::padding());
     plan->tile_expert.assign(sizes.tiles, -1);
     plan->slot_location.assign(sizes.slots, SlotLocation{-1, -1});
+    plan->owned_slot_rows.assign(sizes.all_slots, -1);
     plan->status = static_cast<int32_t>(PlanStatus::kOk);
     const PlanTables t = plan->tables();
 
@@ -57,6 +60,7 @@ void build_host_plan(const PlanShape& shape, std::span<const int32_t* const> all
                 if (where.rank == shape.rank) {
                     place_slot(shape, r, token, slot, where, t);
                 }
+                record_owned_slot(shape, r, token, slot, where, t);
                 if (r == shape.rank) {
                     t.slot_location[token * shape.top_k + slot] = where;
                 }

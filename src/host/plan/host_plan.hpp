@@ -21,6 +21,7 @@ struct HostPlan {
     std::vector<RowSource> row_source;        // [capacity_rows]
     std::vector<int32_t> tile_expert;         // [capacity_rows / kExpertRowAlignment]
     std::vector<SlotLocation> slot_location;  // [T * k]
+    std::vector<int32_t> owned_slot_rows;     // [R][T * k]
     int32_t status = 0;                       // PlanStatus
 
     PlanTables tables();

@@ -90,6 +90,7 @@ plan::HostPlan download_plan(const plan::PlanTables& t, const plan::PlanShape& s
     p.row_source = download(t.row_source, n.rows);
     p.tile_expert = download(t.tile_expert, n.tiles);
     p.slot_location = download(t.slot_location, n.slots);
+    p.owned_slot_rows = download(t.owned_slot_rows, n.all_slots);
     p.status = download(t.status, 1)[0];
     return p;
 }

@@ -46,6 +46,7 @@ bool same_location(const plan::SlotLocation& a, const plan::SlotLocation& b) {
           table_equal(got.segment_begin, expected.segment_begin, "segment_begin"),
           table_equal(got.owner_padded_rows, expected.owner_padded_rows, "owner_padded_rows"),
           table_equal(got.tile_expert, expected.tile_expert, "tile_expert"),
+          table_equal(got.owned_slot_rows, expected.owned_slot_rows, "owned_slot_rows"),
           first_difference(got.row_source, expected.row_source, "row_source", same_row_source),
           first_difference(got.slot_location, expected.slot_location, "slot_location", same_location)}) {
         if (!result) {

@@ -80,14 +80,16 @@ void expect_backward_matches(const VirtualHarness& h) {
     }
 }
 
-// A forward, checked, then a backward, checked; outputs poisoned before each.
-void run_and_check(const TransportCase& c, const StepOptions& options) {
+// A forward, checked, then a backward, checked; outputs poisoned before each. `pull`: how the dispatch pulls a
+// token's rows (it pulls each row on its own wherever the ring is shorter than the pass's rows).
+void run_and_check(const TransportCase& c, const StepOptions& options, DispatchPull pull = DispatchPull::kTokenGroups) {
     SCOPED_TRACE(c.describe());
     const int64_t out_ring = options.path == DataPath::kPipelined ? kPipelinedOutRingRows : 0;
     const VirtualHarness h(make_problem(c), kTestTimeoutMs, out_ring);
     const Stream stream;
     h.poison();
-    const LaunchGroup<VirtualPeers> group = h.group();
+    LaunchGroup<VirtualPeers> group = h.group();
+    group.dispatch_pull = pull;
     const std::vector<RankDeviceData*> data = h.data();
     ASSERT_TRUE(enqueue_forward(group, data, options, stream.get()).is_ok());
     const Status forward = read_device_status(status_records(group), stream.get());
@@ -110,6 +112,32 @@ TEST(VirtualTransport, MatchesCpuForEveryEpDegreeAndRouting) {
             c.hot = routing == Routing::kOneExpert ? c.num_experts - 1 : ep_size - 1;
             c.num_shared = static_cast<int32_t>(seed % 3);
             run_and_check(c, StepOptions{});
+        }
+    }
+}
+
+// A token's rows on one rank pulled once per group of kMaxRowFanout (dispatch.cuh): top_k 9 over ten experts per
+// rank gives a token up to nine rows on a rank (groups of four, four and one), skewed routings put every token's
+// rows on one rank or one expert, and teams split by rows that cross and rows that stay count one tile's rows from
+// both. Each case also runs with every row pulled on its own; both must give the CPU's bits.
+TEST(VirtualTransport, TokenRowsPulledOncePerGroup) {
+    MOK_REQUIRE_GPU();
+    uint64_t seed = 1000;
+    for (const int32_t ep_size : {1, 2, 4}) {
+        for (const Routing routing : {Routing::kUniform, Routing::kOneRank, Routing::kOneExpert}) {
+            for (const DispatchPull pull : {DispatchPull::kTokenGroups, DispatchPull::kEveryRow}) {
+                TransportCase c = base_case(ep_size, ++seed);
+                c.top_k = 9;
+                c.num_experts = 10 * ep_size;
+                c.routing = routing;
+                c.hot = routing == Routing::kOneExpert ? c.num_experts - 1 : ep_size - 1;
+                c.num_shared = 1;
+                StepOptions options;
+                options.dispatch_blocks = 1 + static_cast<int32_t>(seed % 3);
+                options.local_blocks = static_cast<int32_t>(seed % 2);
+                SCOPED_TRACE(pull == DispatchPull::kTokenGroups ? "token groups" : "every row");
+                run_and_check(c, options, pull);
+            }
         }
     }
 }
