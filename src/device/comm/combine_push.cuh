@@ -70,7 +70,15 @@ class PushPolicy {
     // A row's other end is the rank that owns its token.
     __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
 
-    __device__ bool lists_row(int64_t, plan::RowSource row, uint32_t) const { return copies_row(row); }
+    // Each output row of the team's share has one destination: its (token, slot)'s private combine row on the
+    // token's rank.
+    __device__ uint32_t list_row(int64_t, plan::RowSource row, uint32_t, uint4* (&dsts)[kMaxRowFanout]) const {
+        if (!copies_row(row)) {
+            return 0;
+        }
+        dsts[0] = static_cast<uint4*>(p_.peers.peer_ptr(row.src_rank, p_.window.combine_row(row.token_slot)));
+        return 1;
+    }
 
     // Load gate: the producer of the tile's output rows published them (when it publishes per tile).
     __device__ bool load_gate_open(int64_t tile, const plan::RowSource*, uint32_t lane) const {
@@ -104,13 +112,9 @@ class PushPolicy {
         return p_.out_rows + (row % p_.out_ring_rows) * row_bytes_;
     }
 
-    // Each output row has one destination: its (token, slot)'s private combine row on the token's rank.
-    __device__ uint32_t store_dsts(int64_t, plan::RowSource row, uint32_t, uint4* (&dsts)[kMaxRowFanout]) const {
-        dsts[0] = static_cast<uint4*>(p_.peers.peer_ptr(row.src_rank, p_.window.combine_row(row.token_slot)));
-        return 1;
-    }
-
-    __device__ void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
+    __device__ void finish_tile(const RowCopyBuffer& buf, uint32_t lane) const {
+        const int64_t tile = buf.tile;
+        const plan::RowSource* rows = buf.tile_rows;
         if (p_.weight_grads != nullptr) {
             for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
                 if (!rows[r].is_padding() && copies_row(rows[r])) {

@@ -91,11 +91,6 @@ class DispatchPolicy {
 
     __device__ bool copies_row(plan::RowSource row) const { return share_takes(share_, row.src_rank == p_.peers.rank); }
 
-    // Every row of the team's share, or only the leaders of their token's groups.
-    __device__ bool lists_row(int64_t tile, plan::RowSource row, uint32_t row_in_tile) const {
-        return copies_row(row) && (!grouped_ || token_group(tile * kTileRows + row_in_tile, row).leader);
-    }
-
     // Load gate: every source rank of the tile announced its rows for this step. Lane 0 keeps the sources it
     // already observed, so each flag is acquired once per team and pass.
     __device__ bool load_gate_open(int64_t, const plan::RowSource* rows, uint32_t lane) {
@@ -157,21 +152,28 @@ class DispatchPolicy {
         return p_.peers.peer_ptr(row.src_rank, offset);
     }
 
-    // The row's ring slot, or (tokens pulled once) the ring slots of the leader's group.
-    __device__ uint32_t store_dsts(int64_t tile, plan::RowSource row, uint32_t row_in_tile,
-                                   uint4* (&dsts)[kMaxRowFanout]) const {
+    // Rows of the team's share: each with its ring slot, or (tokens pulled once) only a group's leader, with the
+    // ring slots of its group.
+    __device__ uint32_t list_row(int64_t tile, plan::RowSource row, uint32_t row_in_tile,
+                                 uint4* (&dsts)[kMaxRowFanout]) const {
+        if (!copies_row(row)) {
+            return 0;
+        }
         const int64_t first = tile * kTileRows + row_in_tile;
         if (!grouped_) {
             dsts[0] = ring_row(first);
             return 1;
         }
         const TokenGroup group = token_group(first, row);
-        uint32_t num_rows = 0;
+        if (!group.leader) {
+            return 0;
+        }
+        dsts[0] = ring_row(first);
+        uint32_t num_rows = 1;
 #pragma unroll
-        for (uint32_t i = 0; i < kMaxRowFanout; ++i) {
-            if (group.rows[i] >= 0) {
-                dsts[num_rows++] = ring_row(group.rows[i]);
-            }
+        for (uint32_t i = 0; i < kMaxRowFanout - 1; ++i) {
+            dsts[i + 1] = group.next[i] >= 0 ? ring_row(group.next[i]) : nullptr;
+            num_rows += group.next[i] >= 0 ? 1 : 0;
         }
         return num_rows;
     }
@@ -179,48 +181,60 @@ class DispatchPolicy {
     // Every thread of the team stored its part of the tile (the done barrier before this call): publish it. The
     // release is cumulative over those stores. A consumer that reads the ring through the async proxy (TMA) adds
     // its own proxy fence after its acquire.
-    __device__ void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
+    __device__ void finish_tile(const RowCopyBuffer& buf, uint32_t lane) const {
         if (grouped_) {
-            count_landed_rows(tile, rows, lane);
+            count_landed_rows(buf, lane);
             return;
         }
-        if (lane == 0 && (share_ == RowShare::kAll || join_split_tile(p_.tile_parts, tile))) {
-            ptx::st_release_gpu(&p_.ring_ready[tile], sequence_);
+        if (lane == 0 && (share_ == RowShare::kAll || join_split_tile(p_.tile_parts, buf.tile))) {
+            ptx::st_release_gpu(&p_.ring_ready[buf.tile], sequence_);
         }
     }
 
   private:
     // A token's rows on this rank, in row order, taken kMaxRowFanout at a time: the group of one of them.
     struct TokenGroup {
-        bool leader;                  // the row is its group's first
-        int64_t rows[kMaxRowFanout];  // leader only: the group's rows, the leader first, then -1 past the last
+        bool leader;                      // the row is its group's first
+        int32_t next[kMaxRowFanout - 1];  // leader only: the group's other rows in order, then -1
     };
 
+    // Slots of a token read at once: the loads of a batch go out together, one L2 round trip per batch.
+    static constexpr int32_t kSlotBatch = 8;
+
     // The group of row `row` (whose source is `source`). The token's rows here are its slots' entries in
-    // owned_slot_rows (k of them, -1 where another rank or none takes the slot): L2 reads, a few per row.
+    // owned_slot_rows (k of them, -1 where another rank or none takes the slot): the row leads a group when the
+    // count of the token's rows before it is a multiple of kMaxRowFanout, and its group is the next
+    // kMaxRowFanout - 1 of them, kept in order in registers as the entries are read.
     __device__ TokenGroup token_group(int64_t row, plan::RowSource source) const {
         const int32_t* slots = p_.owned_slot_rows + static_cast<int64_t>(source.src_rank) * p_.window.shape.slots() +
                                source.token_slot / p_.top_k * p_.top_k;
         uint32_t earlier = 0;  // the token's rows here before this one
-        for (int32_t j = 0; j < p_.top_k; ++j) {
-            const int32_t r = slots[j];
-            earlier += r >= 0 && r < row ? 1 : 0;
-        }
         TokenGroup g;
-        g.leader = earlier % kMaxRowFanout == 0;
-        g.rows[0] = row;
-        // The next rows in order: each the smallest of the token's rows past the one before it. Unrolled, so that
-        // the rows stay in registers.
 #pragma unroll
-        for (uint32_t i = 1; i < kMaxRowFanout; ++i) {
-            const int64_t previous = g.rows[i - 1];
-            int64_t next = -1;
-            for (int32_t j = 0; g.leader && previous >= 0 && j < p_.top_k; ++j) {
-                const int64_t r = slots[j];
-                next = r > previous && (next < 0 || r < next) ? r : next;
-            }
-            g.rows[i] = next;
+        for (uint32_t i = 0; i < kMaxRowFanout - 1; ++i) {
+            g.next[i] = -1;
         }
+        for (int32_t first = 0; first < p_.top_k; first += kSlotBatch) {
+            int32_t batch[kSlotBatch];
+#pragma unroll
+            for (int32_t j = 0; j < kSlotBatch; ++j) {
+                batch[j] = first + j < p_.top_k ? slots[first + j] : -1;
+            }
+#pragma unroll
+            for (int32_t j = 0; j < kSlotBatch; ++j) {
+                earlier += batch[j] >= 0 && batch[j] < row ? 1 : 0;
+                // Insertion into the ascending list of the smallest rows past `row`; -1 marks a free place.
+                int32_t carry = batch[j] > row ? batch[j] : -1;
+#pragma unroll
+                for (uint32_t i = 0; i < kMaxRowFanout - 1; ++i) {
+                    const bool take = carry >= 0 && (g.next[i] < 0 || carry < g.next[i]);
+                    const int32_t kept = g.next[i];
+                    g.next[i] = take ? carry : kept;
+                    carry = take ? kept : carry;
+                }
+            }
+        }
+        g.leader = earlier % kMaxRowFanout == 0;
         return g;
     }
 
@@ -228,36 +242,47 @@ class DispatchPolicy {
         return reinterpret_cast<uint4*>(p_.ring_rows + (row % p_.ring_rows_count) * row_bytes_);
     }
 
-    // Tokens pulled once: each group this team listed in the tile has landed, and so have the tile's padding rows
-    // (counted by the team of the remote rows, or the only one). Each lands in its tile's count, and the add that
-    // completes a tile publishes it.
-    __device__ void count_landed_rows(int64_t tile, const plan::RowSource* rows, uint32_t lane) const {
-        const bool counts_padding = share_ != RowShare::kLocal;
-        uint32_t padding = 0;
-        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-            if (rows[r].is_padding()) {
-                padding += counts_padding ? 1 : 0;
-            } else if (lists_row(tile, rows[r], r)) {
-                const TokenGroup group = token_group(tile * kTileRows + r, rows[r]);
+    // The ring row a listed destination is (the ring holds every row of the pass: slot = row).
+    __device__ int64_t row_of(const uint4* dst) const {
+        return (reinterpret_cast<const char*>(dst) - p_.ring_rows) / row_bytes_;
+    }
+
+    // Tokens pulled once: every row of each group this team listed in the tile has landed, and so have the tile's
+    // padding rows (counted by the team of the remote rows, or the only one). Each adds to its tile's count, and the
+    // add that completes a tile publishes it.
+    //
+    // Memory order: the fence releases the team's stores (ordered before this call by the done barrier, whose
+    // issuers completed them and fenced them back to the generic proxy) ahead of the relaxed adds, which form one
+    // read-modify-write chain per tile; the thread whose add completes the count fences again (acquire: every other
+    // team's release before its add), then publishes by a release store, cumulative over all of the tile's rows.
+    // One fence per tile, where an acq_rel add per row would fence once per row.
+    __device__ void count_landed_rows(const RowCopyBuffer& buf, uint32_t lane) const {
+        __syncwarp();
+        ptx::fence_acq_rel_gpu();
+        for (uint32_t i = lane; i < buf.num_rows; i += kWarpSize) {
+            const uint32_t num_dsts = buf.num_dsts[i];
 #pragma unroll
-                for (uint32_t i = 0; i < kMaxRowFanout; ++i) {
-                    if (group.rows[i] >= 0) {
-                        land_rows(group.rows[i] / kTileRows, 1);
-                    }
+            for (uint32_t d = 0; d < kMaxRowFanout; ++d) {
+                if (d < num_dsts) {
+                    land_rows(row_of(buf.dst[i][d]) / kTileRows, 1);
                 }
+            }
+        }
+        uint32_t padding = 0;
+        if (share_ != RowShare::kLocal) {
+            for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+                padding += buf.tile_rows[r].is_padding() ? 1 : 0;
             }
         }
         padding = __reduce_add_sync(kFullWarpMask, padding);
         if (lane == 0 && padding > 0) {
-            land_rows(tile, padding);
+            land_rows(buf.tile, padding);
         }
     }
 
-    // `n` rows of tile `t` have landed. acq_rel: the add releases this team's stores (ordered before it by the done
-    // barrier, whose issuers completed and fenced them) and acquires every earlier add's, so that the add that makes
-    // the count whole publishes all of the tile's rows with its release store.
     __device__ void land_rows(int64_t t, uint32_t n) const {
-        if (ptx::atom_add_acq_rel_gpu(&p_.tile_parts[t], n) + n == static_cast<uint32_t>(kTileRows)) {
+        if (ptx::atom_add_relaxed_gpu(&p_.tile_parts[t], n) + n == static_cast<uint32_t>(kTileRows)) {
+            ptx::fence_acq_rel_gpu();
             p_.tile_parts[t] = 0;
             ptx::st_release_gpu(&p_.ring_ready[t], sequence_);
         }

@@ -47,11 +47,11 @@
 //   bool wait_load_gate(int64_t tile, const plan::RowSource* rows, uint32_t lane)     warp-uniform, bounded
 //   bool store_gate_open(int64_t tile, uint32_t lane)                                  warp-uniform, never blocks
 //   bool wait_store_gate(int64_t tile, uint32_t lane)                                  warp-uniform, bounded
-//   bool lists_row(int64_t tile, plan::RowSource row, uint32_t row_in_tile)           the rows this team loads
+//   uint32_t list_row(int64_t tile, plan::RowSource row, uint32_t row_in_tile,
+//                     uint4* (&dsts)[kMaxRowFanout])     0: the team does not load the row; else its destinations
+//                                                        (up to kMaxRowFanout, 16-byte aligned) in dsts
 //   const void* load_src(int64_t tile, plan::RowSource row, uint32_t row_in_tile)     16-byte aligned
-//   uint32_t store_dsts(int64_t tile, plan::RowSource row, uint32_t row_in_tile,
-//                       uint4* (&dsts)[kMaxRowFanout])                               1..kMaxRowFanout, 16-byte aligned
-//   void finish_tile(int64_t tile, const plan::RowSource* rows, uint32_t lane)        after the tile's copies
+//   void finish_tile(const RowCopyBuffer& tile, uint32_t lane)                        after the tile's copies
 // Padding rows (RowSource::padding()) are never copied. A listed row is loaded once and stored to each of its
 // destinations from the same stage (one bulk group per piece, so a stage is refilled once all of them have read it). A
 // gate that gives up (bounded_wait recorded the error) ends the run: nothing of that tile is copied or published, and
@@ -313,7 +313,7 @@ class RowCopyRun {
             copy_failed_ = copy_failed_ || storage_.issuer_failed != 0;
             if (!copy_failed_) {
                 const RowCopyBuffer& buf = buffer_of(finished_);
-                policy_.finish_tile(buf.tile, buf.tile_rows, team_.lane());
+                policy_.finish_tile(buf, team_.lane());
             }
         }
     }
@@ -325,13 +325,18 @@ class RowCopyRun {
         for (uint32_t base = 0; base < static_cast<uint32_t>(kTileRows); base += kWarpSize) {
             const uint32_t r = base + lane;
             const plan::RowSource row = buf.tile_rows[r];
-            const bool data = !row.is_padding() && policy_.lists_row(tile, row, r);
-            const uint32_t ballot = __ballot_sync(kFullWarpMask, data);
-            if (data) {
+            uint4* dsts[kMaxRowFanout];
+            const uint32_t num_dsts = row.is_padding() ? 0 : policy_.list_row(tile, row, r, dsts);
+            const uint32_t ballot = __ballot_sync(kFullWarpMask, num_dsts > 0);
+            if (num_dsts > 0) {
                 // Each data row's slot is the count of data rows before it.
                 const uint32_t slot = listed + __popc(ballot & ((1u << lane) - 1));
                 buf.src[slot] = static_cast<const uint4*>(policy_.load_src(tile, row, r));
-                buf.num_dsts[slot] = static_cast<uint8_t>(policy_.store_dsts(tile, row, r, buf.dst[slot]));
+                buf.num_dsts[slot] = static_cast<uint8_t>(num_dsts);
+#pragma unroll
+                for (uint32_t d = 0; d < kMaxRowFanout; ++d) {
+                    buf.dst[slot][d] = dsts[d];
+                }
             }
             listed += __popc(ballot);
         }

@@ -104,7 +104,8 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* ptr, uint32_t
 }
 
 // Adds `value` and returns the previous value; relaxed at GPU scope. For counters that only pace work and guard
-// no data (gemm::WaveSync), so they need no ordering.
+// no data (gemm::WaveSync), or whose ordering fences around them give (the dispatch's landed rows,
+// comm::DispatchPolicy).
 __device__ __forceinline__ uint32_t atom_add_relaxed_gpu(uint32_t* ptr, uint32_t value) {
     uint32_t previous;
     asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(previous) : "l"(ptr), "r"(value) : "memory");
