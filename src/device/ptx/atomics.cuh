@@ -104,7 +104,7 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* ptr, uint32_t
 }
 
 // Adds `value` and returns the previous value; relaxed at GPU scope. For counters that only pace work and guard
-// no data (gemm::WaveSync), or whose ordering fences around them give (the dispatch's landed rows,
+// no data (gemm::WaveSync), or whose ordering comes from fences around them (the dispatch's landed rows,
 // comm::DispatchPolicy).
 __device__ __forceinline__ uint32_t atom_add_relaxed_gpu(uint32_t* ptr, uint32_t value) {
     uint32_t previous;
