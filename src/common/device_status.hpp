@@ -30,6 +30,7 @@ enum class WaitSite : int32_t {
     kEpilogueLoad,     // a weight-gradient epilogue waited for main_grad's TMA load
     kWarpgroupTurn,    // a ping-pong GEMM warpgroup waited for the other's K loop to end
     kEpilogueHandoff,  // a GEMM's consumers and its epilogue warpgroup waited for each other's tile hand-off
+    kRowsLanded,       // dispatch waited for a tile's rows that other teams store with their token's first row
 };
 
 const char* to_string(WaitSite site);

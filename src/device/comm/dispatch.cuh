@@ -18,9 +18,9 @@
 // lie in the leader's tile or later ones (rows are expert-major, and a token's experts ascend with its rows), so a
 // tile's rows land from its own team and from teams of earlier tiles. Each tile therefore counts its rows as they
 // land (tile_parts: every row of a group, once its leader's team has stored them, and the tile's padding rows, from
-// its own team), and the add that brings the count to 128 publishes it (acq_rel: cumulative over every earlier
-// add's stores) and resets the count. No team waits for another's count, so the progress argument holds as before;
-// without laps there is no store gate. The rows' bytes are those of a pull per row.
+// its own team); the tile's own team waits for the count to reach 128, publishes the tile and resets the count
+// (count_landed_rows has the memory order and the progress argument). Without laps there is no store gate. The
+// rows' bytes are those of a pull per row.
 // Pulling keeps the owner's NVLink reads in its own hands: an imbalanced owner pulls at its own pace, and no
 // cross-GPU completion flag is needed for the data (the loads complete in the pulling threads' registers).
 #pragma once
@@ -248,14 +248,17 @@ class DispatchPolicy {
     }
 
     // Tokens pulled once: every row of each group this team listed in the tile has landed, and so have the tile's
-    // padding rows (counted by the team of the remote rows, or the only one). Each adds to its tile's count, and the
-    // add that completes a tile publishes it.
+    // padding rows (counted by the team of the remote rows, or the only one). Each adds one to its tile's count,
+    // without waiting; then the team that claimed the tile (of the remote rows, or the only one) waits until its
+    // count is whole -- the rows that teams of earlier tiles store with their groups' leaders -- and publishes it.
+    // Waiting never blocks progress: a tile's rows come from its own team and from teams of earlier tiles, which
+    // added theirs before they waited for anything; so the smallest unpublished tile always completes.
     //
     // Memory order: the fence releases the team's stores (ordered before this call by the done barrier, whose
-    // issuers completed them and fenced them back to the generic proxy) ahead of the relaxed adds, which form one
-    // read-modify-write chain per tile; the thread whose add completes the count fences again (acquire: every other
-    // team's release before its add), then publishes by a release store, cumulative over all of the tile's rows.
-    // One fence per tile, where an acq_rel add per row would fence once per row.
+    // issuers completed them and fenced them back to the generic proxy) ahead of its relaxed adds; the publisher's
+    // acquire load of the whole count orders it after every adder's fence, and its release store publishes all of
+    // the tile's rows. One fence per tile and adds that need no reply, where an acq_rel add per row would each
+    // wait a round trip behind a fence.
     __device__ void count_landed_rows(const RowCopyBuffer& buf, uint32_t lane) const {
         __syncwarp();
         ptx::fence_acq_rel_gpu();
@@ -264,27 +267,31 @@ class DispatchPolicy {
 #pragma unroll
             for (uint32_t d = 0; d < kMaxRowFanout; ++d) {
                 if (d < num_dsts) {
-                    land_rows(row_of(buf.dst[i][d]) / kTileRows, 1);
+                    ptx::red_add_relaxed_gpu(&p_.tile_parts[row_of(buf.dst[i][d]) / kTileRows], 1);
                 }
             }
         }
+        if (share_ == RowShare::kLocal) {
+            return;
+        }
         uint32_t padding = 0;
-        if (share_ != RowShare::kLocal) {
-            for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
-                padding += buf.tile_rows[r].is_padding() ? 1 : 0;
-            }
+        for (uint32_t r = lane; r < kTileRows; r += kWarpSize) {
+            padding += buf.tile_rows[r].is_padding() ? 1 : 0;
         }
         padding = __reduce_add_sync(kFullWarpMask, padding);
-        if (lane == 0 && padding > 0) {
-            land_rows(buf.tile, padding);
-        }
-    }
-
-    __device__ void land_rows(int64_t t, uint32_t n) const {
-        if (ptx::atom_add_relaxed_gpu(&p_.tile_parts[t], n) + n == static_cast<uint32_t>(kTileRows)) {
-            ptx::fence_acq_rel_gpu();
-            p_.tile_parts[t] = 0;
-            ptx::st_release_gpu(&p_.ring_ready[t], sequence_);
+        if (lane == 0) {
+            uint32_t* count = &p_.tile_parts[buf.tile];
+            if (padding > 0) {
+                ptx::red_add_relaxed_gpu(count, padding);
+            }
+            constexpr auto kWhole = static_cast<uint32_t>(kTileRows);
+            const bool landed = device::bounded_wait(
+                p_.ctx, WaitSite::kRowsLanded, kWhole, [&] { return ptx::ld_acquire_gpu(count) == kWhole; },
+                [&] { return static_cast<int64_t>(ptx::ld_relaxed_gpu(count)); });
+            if (landed) {
+                *count = 0;  // the pass's adds to it are all in: the next pass starts from zero
+                ptx::st_release_gpu(&p_.ring_ready[buf.tile], sequence_);
+            }
         }
     }
 

@@ -123,6 +123,20 @@ __device__ __forceinline__ uint64_t atom_cas_relaxed_gpu(uint64_t* ptr, uint64_t
     return previous;
 }
 
+// Adds `value`, relaxed at GPU scope, without returning anything: the thread does not wait for it. The dispatch's
+// landed-row counts (comm::DispatchPolicy), released by a fence before them.
+__device__ __forceinline__ void red_add_relaxed_gpu(uint32_t* ptr, uint32_t value) {
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(ptr), "r"(value) : "memory");
+}
+
+// Acquire at GPU scope, 32 bits: a count that, once whole, orders the caller's later accesses after the writes its
+// adders released.
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* ptr) {
+    uint32_t value;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(ptr) : "memory");
+    return value;
+}
+
 // Relaxed 32-bit read at GPU scope: the poll of such a counter.
 __device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* ptr) {
     uint32_t value;

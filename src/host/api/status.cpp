@@ -63,6 +63,8 @@ const char* to_string(WaitSite site) {
             return "the other warpgroup's K loop in a ping-pong GEMM";
         case WaitSite::kEpilogueHandoff:
             return "a tile handed between a GEMM's consumers and its epilogue warpgroup";
+        case WaitSite::kRowsLanded:
+            return "a dispatched tile's rows stored with their token's first row by other copy teams";
     }
     return "an unknown wait site";
 }
