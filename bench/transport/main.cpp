@@ -5,7 +5,8 @@
 // Bandwidth = bytes of routed rows that cross NVLink, per rank (rows whose source is the other rank, times
 // 2H bytes), over the slower rank's time; both ranks move their rows at once, as in a real step. The dispatch
 // pulls a token's rows once per group (comm::DispatchPull), so fewer bytes cross than it delivers: each case
-// records the rows it loads over NVLink (pulled_nvlink_rows_*), and dispatch_every_row times the pull of each row.
+// records the rows a dispatch that pulls a token's rows once per group loads over NVLink (pulled_nvlink_rows_*), and
+// dispatch_token_groups times that dispatch beside the default one, which pulls every row.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -394,17 +395,17 @@ void shape_cases(const TransportSetup& setup, const std::vector<int32_t>& sms_li
     t.check_status();
     check_push(t);
 
-    // The dispatch that pulls every row on its own (comm::DispatchPull::kEveryRow), against the default that pulls a
-    // token's rows once per group: the same ring bytes, fewer of them over NVLink.
-    std::array<comm::LaunchGroup<comm::NcclPeers>, kRanks> every_row = {t.group(0), t.group(1)};
-    for (auto& g : every_row) {
-        g.dispatch_pull = comm::DispatchPull::kEveryRow;
+    // The dispatch that pulls a token's rows once per group (comm::DispatchPull::kTokenGroups), against the default
+    // that pulls every row on its own: the same ring bytes, fewer of them over NVLink.
+    std::array<comm::LaunchGroup<comm::NcclPeers>, kRanks> token_groups = {t.group(0), t.group(1)};
+    for (auto& g : token_groups) {
+        g.dispatch_pull = comm::DispatchPull::kTokenGroups;
     }
     for (const int32_t sms : sms_list) {
         Baselines baselines;
         baseline_cases(t, sms, timing, sweep, cases, baselines);
-        cases.push_back(transport_case(t, "dispatch_every_row", sms, 0, timing, sweep, baselines, [&](int32_t r) {
-            throw_unless_ok(comm::enqueue_dispatch(every_row[r], layout::TransportPass::kForward,
+        cases.push_back(transport_case(t, "dispatch_token_groups", sms, 0, timing, sweep, baselines, [&](int32_t r) {
+            throw_unless_ok(comm::enqueue_dispatch(token_groups[r], layout::TransportPass::kForward,
                                                    layout::RingId::kTokens, comm::CopyBlocks{sms, 0}, t.stream(r)));
         }));
         // local 0: the NVLink SMs copy every row; otherwise the rows that stay on the GPU go to other SMs.

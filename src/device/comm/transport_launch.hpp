@@ -36,7 +36,9 @@ struct RankEndpoint {
 };
 
 // How the dispatch pulls the rows of a source token that sends this rank several (dispatch.cuh). The ring's bytes
-// are the same either way.
+// are the same either way. kEveryRow is the default: on one GPU (EP 1) the groups measured 2-6% slower, since
+// there the ring's stores, not the loads, bound the copy; their gain at EP 2, where they cut the rows loaded over
+// NVLink about threefold for DeepSeek-V3, is not measured yet (docs/transport.md, section 15).
 enum class DispatchPull : uint8_t {
     kEveryRow,     // each row on its own
     kTokenGroups,  // once per group of up to kMaxRowFanout of them, where the ring holds every row of the pass
@@ -47,7 +49,7 @@ struct LaunchGroup {
     layout::SymmetricLayout window;  // the same on every rank
     layout::LocalLayout local;       // the same on every rank, except plan.rank (taken from each rank's peers)
     uint64_t timeout_ns = 0;         // budget of every bounded wait (Config::peer_timeout_ms)
-    DispatchPull dispatch_pull = DispatchPull::kTokenGroups;
+    DispatchPull dispatch_pull = DispatchPull::kEveryRow;
     int32_t num_ranks = 0;
     RankEndpoint<Peers> ranks[kMaxLaunchRanks];
 };

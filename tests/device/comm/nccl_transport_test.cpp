@@ -91,6 +91,7 @@ class NcclRank {
     }
 
     const Status& setup() const { return setup_; }
+    void set_dispatch_pull(DispatchPull pull) { group_.dispatch_pull = pull; }
 
     Status forward(const StepOptions& options) {
         RankDeviceData* data[] = {&data_};
@@ -225,6 +226,27 @@ TEST(NcclTransport, MatchesCpuForEveryRouting) {
         SCOPED_TRACE(c.describe());
         const TransportProblem problem = make_problem(c);
         const auto outcomes = run_on_two_gpus(problem, kTestTimeoutMs, 0, [](int32_t, NcclRank& r, RankOutcome& o) {
+            forward_and_backward(StepOptions{}, r, o);
+        });
+        expect_matches_cpu(problem, outcomes);
+    }
+}
+
+// Two real ranks whose dispatch pulls a token's rows once per group (dispatch.cuh): top_k 9 over ten experts per rank
+// gives a token up to nine rows on a rank, in groups of four, four and one; the same bits as the CPU.
+TEST(NcclTransport, TokenRowsPulledOncePerGroup) {
+    MOK_REQUIRE_TWO_GPUS();
+    uint64_t seed = 1100;
+    for (const Routing routing : {Routing::kUniform, Routing::kOneRank}) {
+        TransportCase c = two_ranks(++seed);
+        c.top_k = 9;
+        c.num_experts = 20;
+        c.routing = routing;
+        c.hot = 1;
+        SCOPED_TRACE(c.describe());
+        const TransportProblem problem = make_problem(c);
+        const auto outcomes = run_on_two_gpus(problem, kTestTimeoutMs, 0, [](int32_t, NcclRank& r, RankOutcome& o) {
+            r.set_dispatch_pull(DispatchPull::kTokenGroups);
             forward_and_backward(StepOptions{}, r, o);
         });
         expect_matches_cpu(problem, outcomes);

@@ -82,7 +82,7 @@ void expect_backward_matches(const VirtualHarness& h) {
 
 // A forward, checked, then a backward, checked; outputs poisoned before each. `pull`: how the dispatch pulls a
 // token's rows (it pulls each row on its own wherever the ring is shorter than the pass's rows).
-void run_and_check(const TransportCase& c, const StepOptions& options, DispatchPull pull = DispatchPull::kTokenGroups) {
+void run_and_check(const TransportCase& c, const StepOptions& options, DispatchPull pull = DispatchPull::kEveryRow) {
     SCOPED_TRACE(c.describe());
     const int64_t out_ring = options.path == DataPath::kPipelined ? kPipelinedOutRingRows : 0;
     const VirtualHarness h(make_problem(c), kTestTimeoutMs, out_ring);
@@ -270,14 +270,14 @@ void leave_stale_claims(const LaunchGroup<VirtualPeers>& group) {
 // The copy teams claim tiles from a word per copy role. A pass run again within its step (a benchmark repeats
 // one) copies every row again: the pass's last claim clears the word. A word left with claims of another pass (as
 // a failed run leaves it) counts as none. With and without teams for the local rows, whose claims have a word of
-// their own.
+// their own, and with both ways of pulling a token's rows.
 TEST(VirtualTransport, RepeatedPassesAndStaleClaimsCopyEveryRow) {
     MOK_REQUIRE_GPU();
     TransportCase c = base_case(2, 800);
     c.num_shared = 1;
     const VirtualHarness h(make_problem(c), kTestTimeoutMs, 0);
     const Stream stream;
-    const LaunchGroup<VirtualPeers> group = h.group();
+    LaunchGroup<VirtualPeers> group = h.group();
     const std::vector<RankDeviceData*> data = h.data();
     StepOptions options;
     options.dispatch_blocks = 3;
@@ -290,6 +290,8 @@ TEST(VirtualTransport, RepeatedPassesAndStaleClaimsCopyEveryRow) {
     for (int run = 0; run < 4; ++run) {
         SCOPED_TRACE("backward run " + std::to_string(run));
         options.local_blocks = run % 2;
+        // The last two runs pull a token's rows once per group: their landed-row counts start from zero every pass.
+        group.dispatch_pull = run < 2 ? DispatchPull::kEveryRow : DispatchPull::kTokenGroups;
         h.poison();
         if (run == 3) {
             leave_stale_claims(group);
