@@ -69,6 +69,8 @@ struct LayerCase {
     // How backward writes the weight gradients (--grad-modes): fresh bf16 tensors, or added into fp32 main_grad. An
     // accumulate case times the backward alone: its forward is the fresh case's.
     GradMode grad_mode = GradMode::kFresh;
+    // Config::dispatch_token_groups (--token-groups adds cases with it on).
+    bool token_groups = false;
 
     // A case at the library's choices keeps the name its same-run baseline pairs with; others say theirs.
     std::string name(const char* pass) const {
@@ -77,8 +79,9 @@ struct LayerCase {
         const std::string arrangement = gemm_arrangements ? "" : "/cooperative";
         const std::string combine = forward_combine == ForwardCombine::kAuto ? "" : "/" + combine_name();
         const std::string grads = grad_mode == GradMode::kFresh ? "" : "/" + grad_mode_name();
+        const std::string pull = token_groups ? "/token-groups" : "";
         return std::string(model->name) + "/ep" + std::to_string(ep) + "/t" + std::to_string(tokens) + "/" + routing +
-               sms + order + arrangement + combine + grads + "/" + pass;
+               sms + order + arrangement + combine + pull + grads + "/" + pass;
     }
 
     std::string grad_mode_name() const { return grad_mode == GradMode::kFresh ? "fresh" : "accumulate"; }
@@ -226,6 +229,7 @@ class Rank {
             options.config.gemm_epilogue_warps = false;
         }
         options.config.forward_combine = c.forward_combine;
+        options.config.dispatch_token_groups = c.token_groups;
         size_t bytes = 0;
         check(MoeLayer::workspace_bytes(options, &bytes), "workspace_bytes");
         check(Workspace::create(Backend::kCuda, dev, bytes, options.communicator, &workspace_), "Workspace::create");
@@ -402,6 +406,7 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
         .set("gemm_pingpong", c.gemm_arrangements && Config{}.gemm_pingpong)
         .set("gemm_epilogue_warps", c.gemm_arrangements && Config{}.gemm_epilogue_warps)
         .set("forward_combine", c.combine_name())
+        .set("dispatch_token_groups", c.token_groups)
         .set("grad_mode", c.grad_mode_name())
         .set("pass", std::string(pass));
     out.figures.push_back(time_figure("time", stats));
@@ -509,6 +514,7 @@ struct LayerFlags {
     std::vector<ForwardCombine> forward_combine{ForwardCombine::kAuto};
     bool one_stream = false;
     bool gemm_cooperative = false;
+    bool token_groups = false;
     int prior_routings = 0;
     std::vector<GradMode> grad_modes{GradMode::kFresh};
 };
@@ -553,6 +559,10 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
                                     out.push_back({model, t, ep, routing, sms, flags.one_stream, false, combine,
                                                    flags.prior_routings, mode});
                                 }
+                                if (flags.token_groups) {
+                                    out.push_back({model, t, ep, routing, sms, flags.one_stream, true, combine,
+                                                   flags.prior_routings, mode, true});
+                                }
                             }
                         }
                     }
@@ -577,6 +587,8 @@ void print_usage() {
         "  --gemm-cooperative  also time each case with Config::gemm_pingpong and gemm_epilogue_warps off\n"
         "                      (every GEMM in the cooperative arrangement, docs/gemm.md); those cases carry\n"
         "                      /cooperative in their names\n"
+        "  --token-groups    also time each case with Config::dispatch_token_groups on (the dispatch pulls a\n"
+        "                    token's rows once per group of four); those cases carry /token-groups in their names\n"
         "  --tokens LIST     comma list of tokens per rank, in place of the sweep's\n"
         "  --shapes LIST     comma list of model presets (the names of layer_baseline.py --shapes), in place of\n"
         "                    the sweep's\n"
@@ -669,6 +681,10 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
         }
         if (rest[i] == "--gemm-cooperative") {
             flags.gemm_cooperative = true;
+            continue;
+        }
+        if (rest[i] == "--token-groups") {
+            flags.token_groups = true;
             continue;
         }
         if (i + 1 >= rest.size() ||

@@ -87,6 +87,11 @@ struct Config {
     bool gemm_epilogue_warps = true;
     // How the forward's routed expert outputs reach the combine (ForwardCombine below). Changes no result.
     ForwardCombine forward_combine = ForwardCombine::kAuto;
+    // The dispatch pulls a source token's rows on a rank once per group of up to four, storing each load to every
+    // row of its group, where the token ring holds every row of the pass (with the default ring_rows it does); false
+    // pulls every row on its own. Fewer rows cross NVLink (about a third of them for DeepSeek-V3 at EP 2); at EP 1,
+    // where no row does, it measured 2-7% slower in the dispatch (docs/transport.md, section 15). Changes no result.
+    bool dispatch_token_groups = false;
 };
 
 }  // namespace mok

@@ -164,6 +164,7 @@ comm::LaunchGroup<Peers> StepsImpl<Peers>::launch_group(const CudaContext& conte
     g.window = layout_.window;
     g.local = local_layout_;
     g.timeout_ns = timeout_ns();
+    g.dispatch_pull = config_.dispatch_token_groups ? comm::DispatchPull::kTokenGroups : comm::DispatchPull::kEveryRow;
     g.num_ranks = num_ranks();
     for (int32_t local = 0; local < num_ranks(); ++local) {
         // The rank's persistent block, with the plan and the x rows in the context (the backward needs them after
