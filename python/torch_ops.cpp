@@ -655,8 +655,8 @@ int64_t create_layer(int64_t hidden, int64_t expert_width, int64_t num_experts, 
                      int64_t num_local_ranks, int64_t num_comm_sms_forward, int64_t num_comm_sms_backward,
                      int64_t minibatch_rows, int64_t ring_rows, double schedule_capacity_factor,
                      int64_t peer_timeout_ms, bool gemm_pingpong, bool gemm_epilogue_warps,
-                     const std::string& forward_combine, const std::string& backend, c10::Device device,
-                     int64_t communicator) {
+                     const std::string& forward_combine, bool dispatch_token_groups, const std::string& backend,
+                     c10::Device device, int64_t communicator) {
     constexpr const char* kOp = "mok::create_layer";
     Registry& registry = Registry::get();
     const std::lock_guard lock(registry.mutex);
@@ -674,6 +674,7 @@ int64_t create_layer(int64_t hidden, int64_t expert_width, int64_t num_experts, 
     options.config.gemm_pingpong = gemm_pingpong;
     options.config.gemm_epilogue_warps = gemm_epilogue_warps;
     options.config.forward_combine = parse_forward_combine(kOp, forward_combine);
+    options.config.dispatch_token_groups = dispatch_token_groups;
     options.backend = parse_backend(kOp, backend);
     options.device = parse_device(kOp, device);
     if (communicator != 0) {
@@ -712,11 +713,12 @@ void synchronize(int64_t layer) {
     check(kOp, first);
 }
 
-std::tuple<int64_t, int64_t, int64_t, int64_t, double, int64_t, bool, bool, std::string> default_config() {
+std::tuple<int64_t, int64_t, int64_t, int64_t, double, int64_t, bool, bool, std::string, bool> default_config() {
     const Config c;
     return std::make_tuple(int64_t{c.num_comm_sms_forward}, int64_t{c.num_comm_sms_backward}, c.minibatch_rows,
                            c.ring_rows, c.schedule_capacity_factor, c.peer_timeout_ms, c.gemm_pingpong,
-                           c.gemm_epilogue_warps, std::string(to_string(c.forward_combine)));
+                           c.gemm_epilogue_warps, std::string(to_string(c.forward_combine)),
+                           c.dispatch_token_groups);
 }
 
 at::Tensor make_unique_id() {
@@ -790,13 +792,13 @@ TORCH_LIBRARY(mok, m) {
         "create_layer(int hidden, int expert_width, int num_experts, int top_k, int[] shared_expert_widths, "
         "int ep_size, int first_local_rank, int num_local_ranks, int num_comm_sms_forward, "
         "int num_comm_sms_backward, int minibatch_rows, int ring_rows, float schedule_capacity_factor, "
-        "int peer_timeout_ms, bool gemm_pingpong, bool gemm_epilogue_warps, str forward_combine, str backend, "
-        "Device device, int communicator) -> int",
+        "int peer_timeout_ms, bool gemm_pingpong, bool gemm_epilogue_warps, str forward_combine, "
+        "bool dispatch_token_groups, str backend, Device device, int communicator) -> int",
         TORCH_FN(create_layer));
     m.def("destroy_layer(int layer) -> ()", TORCH_FN(destroy_layer));
     m.def("release_contexts(int layer) -> ()", TORCH_FN(release_contexts));
     m.def("synchronize(int layer) -> ()", TORCH_FN(synchronize));
-    m.def("default_config() -> (int, int, int, int, float, int, bool, bool, str)", TORCH_FN(default_config));
+    m.def("default_config() -> (int, int, int, int, float, int, bool, bool, str, bool)", TORCH_FN(default_config));
     m.def("make_unique_id() -> Tensor", TORCH_FN(make_unique_id));
     m.def("create_communicator(Tensor unique_id, int rank, int num_ranks, int device) -> int",
           TORCH_FN(create_communicator));

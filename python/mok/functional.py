@@ -28,6 +28,8 @@ class Config:
     gemm_epilogue_warps: bool = _DEFAULTS[7]
     # "auto", "push" or "down_stores": how the forward's expert outputs reach the combine (ForwardCombine).
     forward_combine: str = _DEFAULTS[8]
+    # The dispatch pulls a source token's rows on a rank once per group of up to four (docs/transport.md, section 15).
+    dispatch_token_groups: bool = _DEFAULTS[9]
 
 
 def resolve_device(backend: str, device) -> torch.device:
@@ -97,6 +99,7 @@ class Layer:
             config.gemm_pingpong,
             config.gemm_epilogue_warps,
             config.forward_combine,
+            config.dispatch_token_groups,
             backend,
             self.device,
             0 if communicator is None else communicator.id,

@@ -29,6 +29,7 @@ def test_repeat_runs(seed):
         mok.Config(gemm_epilogue_warps=False),
         mok.Config(forward_combine="push"),
         mok.Config(forward_combine="down_stores"),
+        mok.Config(dispatch_token_groups=True),
     ],
 )
 def test_every_config(config, seed):
