@@ -717,8 +717,7 @@ std::tuple<int64_t, int64_t, int64_t, int64_t, double, int64_t, bool, bool, std:
     const Config c;
     return std::make_tuple(int64_t{c.num_comm_sms_forward}, int64_t{c.num_comm_sms_backward}, c.minibatch_rows,
                            c.ring_rows, c.schedule_capacity_factor, c.peer_timeout_ms, c.gemm_pingpong,
-                           c.gemm_epilogue_warps, std::string(to_string(c.forward_combine)),
-                           c.dispatch_token_groups);
+                           c.gemm_epilogue_warps, std::string(to_string(c.forward_combine)), c.dispatch_token_groups);
 }
 
 at::Tensor make_unique_id() {
