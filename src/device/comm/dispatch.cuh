@@ -13,8 +13,9 @@
 //
 // Rows of one token pulled once (DispatchParams::owned_slot_rows; where the ring holds every row of the pass). A
 // token that sends this rank several rows (DeepSeek-V3 at EP 2: four on average, of its eight) would cross NVLink
-// once per row. Instead its rows here, in row order, form groups of up to kMaxRowFanout; the group's first row (its
-// leader) is loaded once and stored to every row of the group, and the other rows are not listed. A group's rows
+// once per row. Instead its rows here, in row order, form groups of up to kMaxRowFanout (token_groups.hpp); the
+// group's first row (its leader) is loaded once and stored to every row of the group, and the other rows are not
+// listed. A group's rows
 // lie in the leader's tile or later ones (rows are expert-major, and a token's experts ascend with its rows), so a
 // tile's rows land from its own team and from teams of earlier tiles. Each tile therefore counts its rows as they
 // land (tile_parts: every row of a group, once its leader's team has stored them, and the tile's padding rows, from
@@ -31,6 +32,7 @@
 #include "device/comm/copy_geometry.hpp"
 #include "device/comm/row_copy.cuh"
 #include "device/comm/signals.cuh"
+#include "device/comm/token_groups.hpp"
 #include "device/common/bounded_wait.cuh"
 #include "device/layout/transport_layout.hpp"
 #include "device/ptx/atomics.cuh"
@@ -192,50 +194,11 @@ class DispatchPolicy {
     }
 
   private:
-    // A token's rows on this rank, in row order, taken kMaxRowFanout at a time: the group of one of them.
-    struct TokenGroup {
-        bool leader;                      // the row is its group's first
-        int32_t next[kMaxRowFanout - 1];  // leader only: the group's other rows in order, then -1
-    };
-
-    // Slots of a token read at once: the loads of a batch go out together, one L2 round trip per batch.
-    static constexpr int32_t kSlotBatch = 8;
-
-    // The group of row `row` (whose source is `source`). The token's rows here are its slots' entries in
-    // owned_slot_rows (k of them, -1 where another rank or none takes the slot): the row leads a group when the
-    // count of the token's rows before it is a multiple of kMaxRowFanout, and its group is the next
-    // kMaxRowFanout - 1 of them, kept in order in registers as the entries are read.
+    // The group of row `row` (token_groups.hpp), from its token's entries in owned_slot_rows.
     __device__ TokenGroup token_group(int64_t row, plan::RowSource source) const {
         const int32_t* slots = p_.owned_slot_rows + static_cast<int64_t>(source.src_rank) * p_.window.shape.slots() +
                                source.token_slot / p_.top_k * p_.top_k;
-        uint32_t earlier = 0;  // the token's rows here before this one
-        TokenGroup g;
-#pragma unroll
-        for (uint32_t i = 0; i < kMaxRowFanout - 1; ++i) {
-            g.next[i] = -1;
-        }
-        for (int32_t first = 0; first < p_.top_k; first += kSlotBatch) {
-            int32_t batch[kSlotBatch];
-#pragma unroll
-            for (int32_t j = 0; j < kSlotBatch; ++j) {
-                batch[j] = first + j < p_.top_k ? slots[first + j] : -1;
-            }
-#pragma unroll
-            for (int32_t j = 0; j < kSlotBatch; ++j) {
-                earlier += batch[j] >= 0 && batch[j] < row ? 1 : 0;
-                // Insertion into the ascending list of the smallest rows past `row`; -1 marks a free place.
-                int32_t carry = batch[j] > row ? batch[j] : -1;
-#pragma unroll
-                for (uint32_t i = 0; i < kMaxRowFanout - 1; ++i) {
-                    const bool take = carry >= 0 && (g.next[i] < 0 || carry < g.next[i]);
-                    const int32_t kept = g.next[i];
-                    g.next[i] = take ? carry : kept;
-                    carry = take ? kept : carry;
-                }
-            }
-        }
-        g.leader = earlier % kMaxRowFanout == 0;
-        return g;
+        return comm::token_group(row, slots, p_.top_k);
     }
 
     __device__ uint4* ring_row(int64_t row) const {
