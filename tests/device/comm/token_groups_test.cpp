@@ -50,8 +50,8 @@ std::vector<int32_t> random_token(int32_t top_k, int32_t rows_here, std::mt19937
     for (size_t p = 0; p < rows.size(); ++p) {
         const TokenGroup g = token_group(rows[p], slots.data(), top_k);
         if (g.leader != (p % kMaxRowFanout == 0)) {
-            return ::testing::AssertionFailure() << "row " << rows[p] << " at position " << p << " has leader "
-                                                 << g.leader;
+            return ::testing::AssertionFailure()
+                   << "row " << rows[p] << " at position " << p << " has leader " << g.leader;
         }
         if (!g.leader) {
             continue;
@@ -80,8 +80,7 @@ std::vector<int32_t> random_token(int32_t top_k, int32_t rows_here, std::mt19937
             return ::testing::AssertionFailure() << "row " << rows[p] << " lands " << landed[p] << " times";
         }
     }
-    const auto expected_leaders =
-        static_cast<int64_t>((rows.size() + kMaxRowFanout - 1) / kMaxRowFanout);
+    const auto expected_leaders = static_cast<int64_t>((rows.size() + kMaxRowFanout - 1) / kMaxRowFanout);
     if (leaders != expected_leaders) {
         return ::testing::AssertionFailure() << leaders << " loads for " << rows.size() << " rows";
     }
