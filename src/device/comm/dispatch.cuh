@@ -172,10 +172,13 @@ class DispatchPolicy {
         }
         dsts[0] = ring_row(first);
         uint32_t num_rows = 1;
+        // next[] holds the group's rows first, then -1s: entry i is destination i + 1 while it holds a row.
 #pragma unroll
         for (uint32_t i = 0; i < kMaxRowFanout - 1; ++i) {
-            dsts[i + 1] = group.next[i] >= 0 ? ring_row(group.next[i]) : nullptr;
-            num_rows += group.next[i] >= 0 ? 1 : 0;
+            if (group.next[i] >= 0) {
+                dsts[i + 1] = ring_row(group.next[i]);
+                ++num_rows;
+            }
         }
         return num_rows;
     }

@@ -335,7 +335,9 @@ class RowCopyRun {
                 buf.num_dsts[slot] = static_cast<uint8_t>(num_dsts);
 #pragma unroll
                 for (uint32_t d = 0; d < kMaxRowFanout; ++d) {
-                    buf.dst[slot][d] = dsts[d];
+                    if (d < num_dsts) {  // a policy fills only the destinations it counts
+                        buf.dst[slot][d] = dsts[d];
+                    }
                 }
             }
             listed += __popc(ballot);
