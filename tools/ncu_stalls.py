@@ -9,7 +9,13 @@ mbarrier try-wait (SYNCS.PHASECHK...TRYWAIT) and a branch back to it, and its sa
 such branch the try-wait before it is printed too, whose shared-memory operand names the barrier (the kernel's
 shared storage says which barrier sits at that offset).
 
-    tools/ncu_stalls.py source.csv [--top 20]
+    tools/ncu_stalls.py source.csv [--top 20] [--roles]
+
+--roles also splits the samples by warp role, for the warp-specialised GEMM kernels: their code divides at each
+`setmaxnreg` (SASS `SETMAXREG`), where a warpgroup takes its role's register budget, so each stretch between two of
+them runs one role. A stretch that issues wgmma (`HGMMA`) is the consumers'; the others belong to the producer
+warpgroup, whose load thread and epilogue warps share one budget and so one stretch (the code before the first
+`setmaxnreg` runs before the roles split).
 """
 import argparse
 import csv
@@ -81,12 +87,57 @@ def summarise(instructions, top):
     return lines
 
 
+REGISTER_SPLIT = "SETMAXREG"
+WGMMA = "HGMMA"
+
+
+def role_stretches(instructions):
+    """The instructions split at each SETMAXREG: a list of (role, instructions), in address order."""
+    stretches = [[]]
+    for instruction in instructions:
+        if REGISTER_SPLIT in instruction[1] and stretches[-1]:
+            stretches.append([])
+        stretches[-1].append(instruction)
+    named = []
+    for index, stretch in enumerate(stretches):
+        if index == 0 and not any(REGISTER_SPLIT in i[1] for i in stretch):
+            role = "before the split"
+        elif any(WGMMA in i[1] for i in stretch):
+            role = "consumers"
+        else:
+            role = "producer warpgroup"
+        named.append((role, stretch))
+    return named
+
+
+def summarise_roles(instructions):
+    """One line per role: its share of the samples and its stall reasons."""
+    total = sum(samples for _, _, samples, _ in instructions)
+    by_role = {}
+    for role, stretch in role_stretches(instructions):
+        samples, reasons = by_role.setdefault(role, [0, Counter()])
+        by_role[role][0] = samples + sum(i[2] for i in stretch)
+        for i in stretch:
+            reasons.update(i[3])
+    lines = []
+    for role, (samples, reasons) in by_role.items():
+        if samples == 0:
+            continue
+        top = ", ".join(f"{name} {count / samples:.0%}" for name, count in reasons.most_common(7) if count)
+        lines.append(f"{role}: {samples} samples ({samples / total:.0%}); {top}")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("csv", help="ncu --page source --print-source sass --csv output")
     parser.add_argument("--top", type=int, default=20, help="instructions to list")
+    parser.add_argument("--roles", action="store_true", help="also split the samples by warp role")
     args = parser.parse_args()
-    print("\n".join(summarise(read_source_page(args.csv), args.top)))
+    instructions = read_source_page(args.csv)
+    print("\n".join(summarise(instructions, args.top)))
+    if args.roles:
+        print("\n".join(summarise_roles(instructions)))
     return 0
 
 

@@ -32,7 +32,38 @@ def main():
     assert lines[4].strip() == "loops on: SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4+0x34400], R17", lines[4]
     assert "WARPGROUP.DEPBAR" in lines[5] and "HGMMA" in lines[6], lines[5:]
     assert len(lines) == 7, lines
+    check_roles()
     print("ok")
+
+
+# A warp-specialised kernel: entry code, the consumers' stretch (it issues wgmma), the producer warpgroup's.
+ROLES_PAGE = """\
+"Kernel Name","void kernel(Params)",
+"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","stall_long_sb","stall_barrier","stall_selected"
+"0x10","S2R R0, SR_TID.X","4","0","0","0","4"
+"0x20","SETMAXREG.TRY_ALLOC.CTAPOOL R1, 0xd0","6","0","0","0","6"
+"0x30","HGMMA.64x256x16.F32.BF16 R24, gdesc[UR12], R24","30","0","0","30","0"
+"0x40","@P0   BRA 0x30","60","0","60","0","0"
+"0x50","SETMAXREG.DEALLOC 0x58","10","0","0","0","10"
+"0x60","MUFU.RCP R3, R4","90","0","0","0","90"
+"0x70","UTMALDG.2D [UR8], [UR4]","0","0","0","0","0"
+"""
+
+
+def check_roles():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "roles.csv"
+        path.write_text(ROLES_PAGE)
+        instructions = ncu_stalls.read_source_page(path)
+    stretches = ncu_stalls.role_stretches(instructions)
+    assert [(role, len(stretch)) for role, stretch in stretches] == [
+        ("before the split", 1), ("consumers", 3), ("producer warpgroup", 3)], stretches
+    lines = ncu_stalls.summarise_roles(instructions)
+    assert lines == [
+        "before the split: 4 samples (2%); selected 100%",
+        "consumers: 96 samples (48%); long_sb 62%, barrier 31%, selected 6%",
+        "producer warpgroup: 100 samples (50%); selected 100%",
+    ], lines
 
 
 if __name__ == "__main__":
