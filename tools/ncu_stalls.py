@@ -113,14 +113,16 @@ def role_stretches(instructions):
 def summarise_roles(instructions):
     """One line per role: its share of the samples and its stall reasons."""
     total = sum(samples for _, _, samples, _ in instructions)
-    by_role = {}
+    samples_of = Counter()
+    reasons_of = {}
     for role, stretch in role_stretches(instructions):
-        samples, reasons = by_role.setdefault(role, [0, Counter()])
-        by_role[role][0] = samples + sum(i[2] for i in stretch)
-        for i in stretch:
-            reasons.update(i[3])
+        reasons = reasons_of.setdefault(role, Counter())
+        for _, _, samples, stalls in stretch:
+            samples_of[role] += samples
+            reasons.update(stalls)
     lines = []
-    for role, (samples, reasons) in by_role.items():
+    for role, reasons in reasons_of.items():
+        samples = samples_of[role]
         if samples == 0:
             continue
         top = ", ".join(f"{name} {count / samples:.0%}" for name, count in reasons.most_common(7) if count)
