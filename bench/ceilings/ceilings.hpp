@@ -1,5 +1,5 @@
 // The ceilings every mok figure is divided by, measured in the same run as the figures: the dense bf16 GEMM
-// rate (cuBLAS), the device copy bandwidth, and the peer-to-peer copy bandwidth between GPUs 0 and 1.
+// rate (cuBLAS), the device copy bandwidth, the read-only and write-only bandwidths, and the peer-to-peer copy bandwidth between GPUs 0 and 1.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,12 @@ Case gemm_case(const GemmShape& shape, const TimingOptions& timing);
 
 // cudaMemcpyAsync within device 0 of `bytes`; the bandwidth counts read and write (2 * bytes per run).
 Case device_copy_case(size_t bytes, const TimingOptions& timing);
+
+// One-way DRAM ceilings on device 0 (stream_ceiling.cu): a kernel that only reads `bytes` (16-byte loads, summed
+// and checked against the host's sum of the pattern) and one that only writes them (16-byte stores, checked by
+// that sum). The bandwidth counts the one direction.
+Case device_read_case(size_t bytes, const TimingOptions& timing);
+Case device_write_case(size_t bytes, const TimingOptions& timing);
 
 // cudaMemcpyPeerAsync from device `src` to device `dst` of `bytes`, on a stream of the source device.
 Case peer_copy_case(int src, int dst, size_t bytes, const TimingOptions& timing);

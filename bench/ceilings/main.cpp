@@ -42,6 +42,8 @@ std::vector<NamedCase> plan_cases(const CommonOptions& options, const TimingOpti
         cases.push_back({"gemm_bf16", [=] { return gemm_case(shape, timing); }});
     }
     cases.push_back({"device_copy", [=] { return device_copy_case(kDeviceCopyBytes, timing); }});
+    cases.push_back({"device_read", [=] { return device_read_case(kDeviceCopyBytes, timing); }});
+    cases.push_back({"device_write", [=] { return device_write_case(kDeviceCopyBytes, timing); }});
     if (num_gpus >= kPeerPairSize) {
         cases.push_back({"peer_copy/0to1", [=] { return peer_copy_case(0, 1, kPeerCopyBytes, timing); }});
         cases.push_back({"peer_copy/1to0", [=] { return peer_copy_case(1, 0, kPeerCopyBytes, timing); }});
@@ -61,8 +63,9 @@ Case skipped_peer_case(int num_gpus) {
 void print_usage() {
     std::printf(
         "usage: mok-bench-ceilings [flags]\n"
-        "Measures the dense bf16 GEMM rate (cuBLAS), the device copy bandwidth and, with two GPUs, the peer copy\n"
-        "bandwidth between GPUs 0 and 1 (each way and both at once). Writes one JSON result.\n%s",
+        "Measures the dense bf16 GEMM rate (cuBLAS), the device copy, read-only and write-only bandwidths and,\n"
+        "with two GPUs, the peer copy bandwidth between GPUs 0 and 1 (each way and both at once). Writes one JSON\n"
+        "result.\n%s",
         common_options_help().c_str());
 }
 

@@ -145,6 +145,13 @@ struct Problem {
     gemm::GroupedRowSpace space{};
 };
 
+// Which way a form's weight bytes move, and so which same-run bandwidth ceiling its 128-row points are held against.
+enum class WeightTraffic {
+    kRead,       // the forward and dgrad forms read the weights: device_read
+    kWrite,      // the fresh weight gradients write a tensor the weights' size: device_write
+    kReadWrite,  // accumulate mode reads and writes fp32 main_grad: device_copy
+};
+
 struct Form {
     std::string name;
     double flops;               // per run
@@ -153,6 +160,14 @@ struct Form {
     ceilings::GemmShape dense;  // the dense GEMM of the same (M, N, K): the same-run cuBLAS point
     std::function<void(cudaStream_t)> run;
     std::function<tolerance::Verdict()> check;
+    WeightTraffic traffic = WeightTraffic::kRead;
+};
+
+// The same run's bandwidth ceilings (GB/s), one per WeightTraffic.
+struct BandwidthCeilings {
+    double copy = 0.0;
+    double read = 0.0;
+    double write = 0.0;
 };
 
 float to_float(__nv_bfloat16 v) {
@@ -411,6 +426,7 @@ std::vector<Form> forms(Problem& p) {
         const gemm::MainGradUpdate update = w.update;
         const gemm::Arrangement arrangement = w.arrangement;
         const double grad_bytes = fresh ? static_cast<double>(sizeof(__nv_bfloat16)) : kMainGradBytesMoved;
+        const WeightTraffic traffic = fresh ? WeightTraffic::kWrite : WeightTraffic::kReadWrite;
         void* d_gate = fresh ? static_cast<void*>(p.fresh.get()) : p.d_gate.get();
         void* d_up = fresh ? static_cast<void*>(p.fresh_up.get()) : p.d_up.get();
         void* d_down = fresh ? static_cast<void*>(p.fresh.get()) : p.d_down.get();
@@ -423,7 +439,7 @@ std::vector<Form> forms(Problem& p) {
                                {p.space, p.dgu.get(), p.x.get(), d_gate, d_up, mode, p.hidden, p.width, update},
                                launch(s, arrangement)));
                        },
-                       check_gate_up(arrangement)});
+                       check_gate_up(arrangement), traffic});
         out.push_back({std::string("wgrad_down") + w.suffix,
                        kFlopsPerMultiplyAdd * m * hh * ii,
                        e * hh * ii * grad_bytes,
@@ -433,7 +449,7 @@ std::vector<Form> forms(Problem& p) {
                                {p.space, p.dys.get(), p.h.get(), d_down, mode, p.hidden, p.width, update},
                                launch(s, arrangement)));
                        },
-                       check_down(arrangement)});
+                       check_down(arrangement), traffic});
     }
     return out;
 }
@@ -446,7 +462,8 @@ std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Fo
 // A case whose correctness check fails is not timed, unless `time_failed` (--time-failed): a diagnostic build that
 // computes wrong results on purpose, to time what it leaves out, still gets its figures, and the case stays failed.
 Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
-               const TimingOptions& timing, double dense_tflops, double copy_gbps, bool time_failed) {
+               const TimingOptions& timing, double dense_tflops, const BandwidthCeilings& ceilings,
+               bool time_failed) {
     Case c;
     c.name = case_name(shape, rows_per_expert, form);
     c.params = Json::object();
@@ -479,7 +496,20 @@ Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cud
     if (rows_per_expert <= kRowAlignment) {
         Figure bw = rate_figure("weight_read_bandwidth", "GB/s", form.weight_bytes / kGiga, stats);
         c.figures.push_back(bw);
-        c.figures.push_back(fraction_figure("fraction_of_copy", bw, "device_copy", copy_gbps));
+        c.figures.push_back(fraction_figure("fraction_of_copy", bw, "device_copy", ceilings.copy));
+        // The ceiling of the direction the weight bytes move (the copy's, which moves as many bytes each way, for
+        // accumulate mode).
+        switch (form.traffic) {
+            case WeightTraffic::kRead:
+                c.figures.push_back(fraction_figure("fraction_of_one_way", bw, "device_read", ceilings.read));
+                break;
+            case WeightTraffic::kWrite:
+                c.figures.push_back(fraction_figure("fraction_of_one_way", bw, "device_write", ceilings.write));
+                break;
+            case WeightTraffic::kReadWrite:
+                c.figures.push_back(fraction_figure("fraction_of_one_way", bw, "device_copy", ceilings.copy));
+                break;
+        }
     }
     return c;
 }
@@ -535,9 +565,21 @@ int run(const CommonOptions& options) {
     Stream stream(0);
     Timer timer({{0, stream.get()}});
 
-    const Case copy = ceilings::device_copy_case(size_t{4} << 30, timing);
-    const double copy_gbps = figure_value(copy, "bandwidth");
-    result.cases.push_back(copy);
+    const size_t ceiling_bytes = size_t{4} << 30;
+    BandwidthCeilings bandwidth;
+    for (Case ceiling : {ceilings::device_copy_case(ceiling_bytes, timing),
+                         ceilings::device_read_case(ceiling_bytes, timing),
+                         ceilings::device_write_case(ceiling_bytes, timing)}) {
+        const double gbps = figure_value(ceiling, "bandwidth");
+        if (ceiling.name.starts_with("device_copy")) {
+            bandwidth.copy = gbps;
+        } else if (ceiling.name.starts_with("device_read")) {
+            bandwidth.read = gbps;
+        } else {
+            bandwidth.write = gbps;
+        }
+        result.cases.push_back(std::move(ceiling));
+    }
     for (const ModelShape& shape : shapes) {
         for (int32_t rows_per_expert : rows_points) {
             Problem problem(shape, rows_per_expert, stream.get());
@@ -547,7 +589,7 @@ int run(const CommonOptions& options) {
                 }
                 const Case dense = ceilings::gemm_case(form.dense, timing);
                 const double dense_tflops = figure_value(dense, "tflops");
-                Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, copy_gbps,
+                Case c = time_form(shape, rows_per_expert, form, stream.get(), timer, timing, dense_tflops, bandwidth,
                                    time_failed);
                 result.cases.push_back(std::move(c));
                 std::fflush(stdout);
