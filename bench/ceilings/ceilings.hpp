@@ -1,5 +1,6 @@
 // The ceilings every mok figure is divided by, measured in the same run as the figures: the dense bf16 GEMM
-// rate (cuBLAS), the device copy bandwidth, the read-only and write-only bandwidths, and the peer-to-peer copy bandwidth between GPUs 0 and 1.
+// rate (cuBLAS), the device copy bandwidth, the read-only and write-only bandwidths, and the peer-to-peer copy
+// bandwidth between GPUs 0 and 1.
 #pragma once
 
 #include <cstddef>

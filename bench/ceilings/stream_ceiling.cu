@@ -45,8 +45,8 @@ __global__ void __launch_bounds__(kStreamThreads) write_pattern_kernel(uint4* da
 // Sums every word, 16 bytes per load, into *sum (mod 2^64): the sum is what makes the loads necessary, and what
 // the host checks. Each thread has kLoadsInFlight loads out before it adds any: with one at a time (a load, then its
 // add) the kernel read at 3.8 TB/s where the device copy moves 4.3 TB/s, bound by the bytes in flight, not by DRAM.
-__global__ void __launch_bounds__(kStreamThreads) sum_words_kernel(const uint4* data, size_t num_vectors,
-                                                                   unsigned long long* sum) {
+__global__ void __launch_bounds__(kStreamThreads)
+    sum_words_kernel(const uint4* data, size_t num_vectors, unsigned long long* sum) {
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     size_t v = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     unsigned long long partial = 0;
@@ -139,8 +139,7 @@ Case device_read_case(size_t bytes, const TimingOptions& timing) {
     const TimingStats stats = timer.time(read, timing);
     expect_pattern(data.get(), num_words, kPatternSeed, sum.get(), grid, stream, result.name);
     result.figures.push_back(time_figure("time", stats));
-    result.figures.push_back(
-        rate_figure("bandwidth", "GB/s", static_cast<double>(bytes) / kBytesPerGigabyte, stats));
+    result.figures.push_back(rate_figure("bandwidth", "GB/s", static_cast<double>(bytes) / kBytesPerGigabyte, stats));
     return result;
 }
 
@@ -168,8 +167,7 @@ Case device_write_case(size_t bytes, const TimingOptions& timing) {
     const TimingStats stats = timer.time(write, timing);
     expect_pattern(data.get(), num_words, kWritePatternSeed, sum.get(), grid, stream, result.name);
     result.figures.push_back(time_figure("time", stats));
-    result.figures.push_back(
-        rate_figure("bandwidth", "GB/s", static_cast<double>(bytes) / kBytesPerGigabyte, stats));
+    result.figures.push_back(rate_figure("bandwidth", "GB/s", static_cast<double>(bytes) / kBytesPerGigabyte, stats));
     return result;
 }
 

@@ -439,7 +439,8 @@ std::vector<Form> forms(Problem& p) {
                                {p.space, p.dgu.get(), p.x.get(), d_gate, d_up, mode, p.hidden, p.width, update},
                                launch(s, arrangement)));
                        },
-                       check_gate_up(arrangement), traffic});
+                       check_gate_up(arrangement),
+                       traffic});
         out.push_back({std::string("wgrad_down") + w.suffix,
                        kFlopsPerMultiplyAdd * m * hh * ii,
                        e * hh * ii * grad_bytes,
@@ -449,7 +450,8 @@ std::vector<Form> forms(Problem& p) {
                                {p.space, p.dys.get(), p.h.get(), d_down, mode, p.hidden, p.width, update},
                                launch(s, arrangement)));
                        },
-                       check_down(arrangement), traffic});
+                       check_down(arrangement),
+                       traffic});
     }
     return out;
 }
@@ -462,8 +464,7 @@ std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Fo
 // A case whose correctness check fails is not timed, unless `time_failed` (--time-failed): a diagnostic build that
 // computes wrong results on purpose, to time what it leaves out, still gets its figures, and the case stays failed.
 Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
-               const TimingOptions& timing, double dense_tflops, const BandwidthCeilings& ceilings,
-               bool time_failed) {
+               const TimingOptions& timing, double dense_tflops, const BandwidthCeilings& ceilings, bool time_failed) {
     Case c;
     c.name = case_name(shape, rows_per_expert, form);
     c.params = Json::object();
@@ -567,9 +568,9 @@ int run(const CommonOptions& options) {
 
     const size_t ceiling_bytes = size_t{4} << 30;
     BandwidthCeilings bandwidth;
-    for (Case ceiling : {ceilings::device_copy_case(ceiling_bytes, timing),
-                         ceilings::device_read_case(ceiling_bytes, timing),
-                         ceilings::device_write_case(ceiling_bytes, timing)}) {
+    for (Case ceiling :
+         {ceilings::device_copy_case(ceiling_bytes, timing), ceilings::device_read_case(ceiling_bytes, timing),
+          ceilings::device_write_case(ceiling_bytes, timing)}) {
         const double gbps = figure_value(ceiling, "bandwidth");
         if (ceiling.name.starts_with("device_copy")) {
             bandwidth.copy = gbps;
