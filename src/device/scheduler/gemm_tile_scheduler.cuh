@@ -22,6 +22,7 @@ struct Tile {
     int32_t row_begin;     // grouped: the tile's first row; weight gradients: the expert segment's first row
     int32_t num_rows;      // grouped: rows of the tile holding data; weight gradients: the expert's rows (K)
     int32_t num_k_blocks;  // BLOCK_K blocks of the K loop
+    bool last;             // the last tile this copy of the scheduler hands out: no K loop of its role follows it
 };
 
 // Which tiles one copy of a scheduler hands out: first, first + stride, first + 2 stride, ... A CTA's own in the
@@ -113,6 +114,7 @@ class GroupedRowScheduler {
         tile.num_rows = min(BLOCK_M, segment_end - tile.row_begin);
         tile.num_k_blocks = num_k_blocks_;
         next_ += stride_;
+        tile.last = next_ >= num_tiles();
     }
 
     // First row tile of band `band` with aligned starts: the multiple of band_tiles_, moved back to the first row
@@ -167,6 +169,7 @@ class ExpertWeightScheduler {
         tile.num_rows = groups_.segment_rows[tile.expert];
         tile.num_k_blocks = (tile.num_rows + BLOCK_K - 1) / BLOCK_K;
         next_ += static_cast<int32_t>(gridDim.x);
+        tile.last = next_ >= num_tiles();
         return true;
     }
 

@@ -1,5 +1,6 @@
 // GroupedRowScheduler on the host (no GPU): the tiles every slot of a grid hands out, against what the M-grouped
-// forms rely on -- each (row tile, N tile) exactly once, with its expert and data rows, whatever the grid -- and
+// forms rely on -- each (row tile, N tile) exactly once, with its expert and data rows, whatever the grid, and only
+// each slot's final tile marked last -- and
 // what expert-aligned band starts promise: an expert of at most half a band reads each weight tile in one band.
 #include <gtest/gtest.h>
 
@@ -55,9 +56,17 @@ std::map<int32_t, Tile> hand_out(const RowSpace& space, const Launch& launch) {
         GroupedRowScheduler scheduler(space.groups(), launch.n_extent, kNumKBlocks, TileSlots{slot, launch.num_slots},
                                       launch.band_tiles, launch.starts);
         int32_t position = slot;
+        Tile previous{};
+        bool any = false;
         for (Tile tile; scheduler.next(tile); position += launch.num_slots) {
             EXPECT_TRUE(by_position.emplace(position, tile).second) << "position " << position << " handed out twice";
+            // Only a slot's final tile is its last: dgrad_down's consumers take most of its rows (no K loop follows).
+            EXPECT_TRUE(!any || !previous.last)
+                << "slot " << slot << ": a tile before position " << position << " is marked last";
+            previous = tile;
+            any = true;
         }
+        EXPECT_TRUE(!any || previous.last) << "slot " << slot << ": its final tile is not marked last";
     }
     return by_position;
 }
