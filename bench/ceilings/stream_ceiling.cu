@@ -151,60 +151,53 @@ size_t word_count(size_t bytes) {
     return bytes / sizeof(uint32_t);
 }
 
-}  // namespace
+enum class StreamDirection { kRead, kWrite };
 
-Case device_read_case(size_t bytes, const TimingOptions& timing) {
+// Either ceiling: the buffer filled with the pattern and checked, the timed kernel, and the check after timing that
+// the buffer holds what the timed runs leave (the write case times another pattern than the one written before, so
+// that its check sees the timed writes).
+Case stream_case(StreamDirection direction, size_t bytes, const TimingOptions& timing) {
+    const bool reads = direction == StreamDirection::kRead;
     Case result;
-    result.name = "device_read/" + std::to_string(bytes >> 20) + "MiB";
+    result.name = std::string(reads ? "device_read/" : "device_write/") + std::to_string(bytes >> 20) + "MiB";
     const size_t num_words = word_count(bytes);
     const StreamGrids grids = StreamGrids::of(0);
     result.params.set("bytes", bytes)
-        .set("method", "16-byte loads, grid-stride, summed")
-        .set("grid", grids.sum)
+        .set("method", reads ? "16-byte loads, grid-stride, summed" : "16-byte stores, grid-stride")
+        .set("grid", reads ? grids.sum : grids.write)
         .set("threads", kStreamThreads)
-        .set("counts", "read");
+        .set("counts", reads ? "read" : "write");
     MOK_BENCH_CHECK_CUDA(cudaSetDevice(0));
     const DeviceBuffer<uint32_t> data(0, num_words);
     const DeviceBuffer<unsigned long long> sum(0, 1);
     const Stream stream(0);
     launch_write(data.get(), num_words, kPatternSeed, grids, stream.get());
-    const auto read = [&](int) { launch_sum(data.get(), num_words, sum.get(), grids, stream.get()); };
     expect_pattern(data.get(), num_words, kPatternSeed, sum.get(), grids, stream, result.name);
+    const uint32_t timed_seed = reads ? kPatternSeed : kWritePatternSeed;
+    const auto body = [&](int) {
+        if (reads) {
+            launch_sum(data.get(), num_words, sum.get(), grids, stream.get());
+        } else {
+            launch_write(data.get(), num_words, timed_seed, grids, stream.get());
+        }
+    };
 
     Timer timer({StreamOnDevice{0, stream.get()}});
-    const TimingStats stats = timer.time(read, timing);
-    expect_pattern(data.get(), num_words, kPatternSeed, sum.get(), grids, stream, result.name);
+    const TimingStats stats = timer.time(body, timing);
+    expect_pattern(data.get(), num_words, timed_seed, sum.get(), grids, stream, result.name);
     result.figures.push_back(time_figure("time", stats));
     result.figures.push_back(rate_figure("bandwidth", "GB/s", static_cast<double>(bytes) / kBytesPerGigabyte, stats));
     return result;
 }
 
-Case device_write_case(size_t bytes, const TimingOptions& timing) {
-    Case result;
-    result.name = "device_write/" + std::to_string(bytes >> 20) + "MiB";
-    const size_t num_words = word_count(bytes);
-    const StreamGrids grids = StreamGrids::of(0);
-    result.params.set("bytes", bytes)
-        .set("method", "16-byte stores, grid-stride")
-        .set("grid", grids.write)
-        .set("threads", kStreamThreads)
-        .set("counts", "write");
-    MOK_BENCH_CHECK_CUDA(cudaSetDevice(0));
-    const DeviceBuffer<uint32_t> data(0, num_words);
-    const DeviceBuffer<unsigned long long> sum(0, 1);
-    const Stream stream(0);
-    // The pattern written before timing differs from the timed one, so the check after timing sees the timed
-    // writes.
-    launch_write(data.get(), num_words, kPatternSeed, grids, stream.get());
-    expect_pattern(data.get(), num_words, kPatternSeed, sum.get(), grids, stream, result.name);
-    const auto write = [&](int) { launch_write(data.get(), num_words, kWritePatternSeed, grids, stream.get()); };
+}  // namespace
 
-    Timer timer({StreamOnDevice{0, stream.get()}});
-    const TimingStats stats = timer.time(write, timing);
-    expect_pattern(data.get(), num_words, kWritePatternSeed, sum.get(), grids, stream, result.name);
-    result.figures.push_back(time_figure("time", stats));
-    result.figures.push_back(rate_figure("bandwidth", "GB/s", static_cast<double>(bytes) / kBytesPerGigabyte, stats));
-    return result;
+Case device_read_case(size_t bytes, const TimingOptions& timing) {
+    return stream_case(StreamDirection::kRead, bytes, timing);
+}
+
+Case device_write_case(size_t bytes, const TimingOptions& timing) {
+    return stream_case(StreamDirection::kWrite, bytes, timing);
 }
 
 }  // namespace mok::bench::ceilings
