@@ -13,6 +13,7 @@
 #include "bench/ceilings/ceilings.hpp"
 #include "bench/common/buffers.hpp"
 #include "bench/common/cuda_check.hpp"
+#include "device/common/warp.cuh"
 
 namespace mok::bench::ceilings {
 namespace {
@@ -67,21 +68,18 @@ __global__ void __launch_bounds__(kStreamThreads)
     }
     // One atomic per block: one per thread (270,336 on an H200) serialised on the sum's address for about 0.2 ms,
     // which read as a bandwidth of 2.4 TB/s for 1 GiB.
-    constexpr unsigned kFullWarp = 0xffffffffu;
-    constexpr int kWarpSize = 32;
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-        partial += __shfl_down_sync(kFullWarp, partial, offset);
-    }
-    __shared__ unsigned long long warp_sums[kStreamThreads / kWarpSize];
-    const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-    const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-    if (lane == 0) {
-        warp_sums[warp] = partial;
+    constexpr uint32_t kWarps = kStreamThreads / device::kWarpSize;
+    const uint32_t lane = threadIdx.x % device::kWarpSize;
+    // The last lane's inclusive sum is the warp's.
+    partial = device::warp_inclusive_sum(partial, lane);
+    __shared__ unsigned long long warp_sums[kWarps];
+    if (lane == device::kWarpSize - 1) {
+        warp_sums[threadIdx.x / device::kWarpSize] = partial;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         unsigned long long block_sum = 0;
-        for (int w = 0; w < kStreamThreads / kWarpSize; ++w) {
+        for (uint32_t w = 0; w < kWarps; ++w) {
             block_sum += warp_sums[w];
         }
         atomicAdd(sum, block_sum);

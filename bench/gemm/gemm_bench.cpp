@@ -163,11 +163,25 @@ struct Form {
     WeightTraffic traffic = WeightTraffic::kRead;
 };
 
-// The same run's bandwidth ceilings (GB/s), one per WeightTraffic.
+// The same run's bandwidth ceilings, one per WeightTraffic.
 struct BandwidthCeilings {
-    double copy = 0.0;
-    double read = 0.0;
-    double write = 0.0;
+    Case copy;
+    Case read;
+    Case write;
+
+    // The ceiling of the direction a form's weight bytes move (the copy's, which moves as many bytes each way, for
+    // accumulate mode).
+    const Case& of(WeightTraffic traffic) const {
+        switch (traffic) {
+            case WeightTraffic::kRead:
+                return read;
+            case WeightTraffic::kWrite:
+                return write;
+            case WeightTraffic::kReadWrite:
+                break;
+        }
+        return copy;
+    }
 };
 
 float to_float(__nv_bfloat16 v) {
@@ -456,6 +470,15 @@ std::vector<Form> forms(Problem& p) {
     return out;
 }
 
+double figure_value(const Case& c, const std::string& name) {
+    for (const Figure& f : c.figures) {
+        if (f.name == name) {
+            return f.value;
+        }
+    }
+    return NAN;
+}
+
 // A form's case name: model/m<rows per expert>/form.
 std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Form& form) {
     return shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
@@ -497,31 +520,13 @@ Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cud
     if (rows_per_expert <= kRowAlignment) {
         Figure bw = rate_figure("weight_read_bandwidth", "GB/s", form.weight_bytes / kGiga, stats);
         c.figures.push_back(bw);
-        c.figures.push_back(fraction_figure("fraction_of_copy", bw, "device_copy", ceilings.copy));
-        // The ceiling of the direction the weight bytes move (the copy's, which moves as many bytes each way, for
-        // accumulate mode).
-        switch (form.traffic) {
-            case WeightTraffic::kRead:
-                c.figures.push_back(fraction_figure("fraction_of_one_way", bw, "device_read", ceilings.read));
-                break;
-            case WeightTraffic::kWrite:
-                c.figures.push_back(fraction_figure("fraction_of_one_way", bw, "device_write", ceilings.write));
-                break;
-            case WeightTraffic::kReadWrite:
-                c.figures.push_back(fraction_figure("fraction_of_one_way", bw, "device_copy", ceilings.copy));
-                break;
-        }
+        c.figures.push_back(
+            fraction_figure("fraction_of_copy", bw, "device_copy", figure_value(ceilings.copy, "bandwidth")));
+        const Case& one_way = ceilings.of(form.traffic);
+        c.figures.push_back(fraction_figure("fraction_of_one_way", bw, one_way.name.substr(0, one_way.name.find('/')),
+                                            figure_value(one_way, "bandwidth")));
     }
     return c;
-}
-
-double figure_value(const Case& c, const std::string& name) {
-    for (const Figure& f : c.figures) {
-        if (f.name == name) {
-            return f.value;
-        }
-    }
-    return NAN;
 }
 
 void usage() {
@@ -567,19 +572,11 @@ int run(const CommonOptions& options) {
     Timer timer({{0, stream.get()}});
 
     const size_t ceiling_bytes = size_t{4} << 30;
-    BandwidthCeilings bandwidth;
-    for (Case ceiling :
-         {ceilings::device_copy_case(ceiling_bytes, timing), ceilings::device_read_case(ceiling_bytes, timing),
-          ceilings::device_write_case(ceiling_bytes, timing)}) {
-        const double gbps = figure_value(ceiling, "bandwidth");
-        if (ceiling.name.starts_with("device_copy")) {
-            bandwidth.copy = gbps;
-        } else if (ceiling.name.starts_with("device_read")) {
-            bandwidth.read = gbps;
-        } else {
-            bandwidth.write = gbps;
-        }
-        result.cases.push_back(std::move(ceiling));
+    const BandwidthCeilings bandwidth{ceilings::device_copy_case(ceiling_bytes, timing),
+                                      ceilings::device_read_case(ceiling_bytes, timing),
+                                      ceilings::device_write_case(ceiling_bytes, timing)};
+    for (const Case* ceiling : {&bandwidth.copy, &bandwidth.read, &bandwidth.write}) {
+        result.cases.push_back(*ceiling);
     }
     for (const ModelShape& shape : shapes) {
         for (int32_t rows_per_expert : rows_points) {
