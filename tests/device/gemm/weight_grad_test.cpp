@@ -219,6 +219,23 @@ TEST(GroupedGemmWeightGrad, Fresh) {
     });
 }
 
+// The K loops of the shapes above are at most five blocks (300 rows). One expert of 1030 rows makes one of seventeen,
+// whose tiles wrap the stage ring several times and end in a partial block, beside empty, odd and two-tile experts;
+// both modes, on all SMs (waves aligned) and on a few.
+TEST(GroupedGemmWeightGrad, LongKLoop) {
+    if (!has_gpu()) {
+        GTEST_SKIP() << "needs a GPU";
+    }
+    constexpr int32_t kLongRows = 1030;
+    const GemmShape shape{200, 136, {77, kLongRows, 0, 129}};
+    uint64_t seed = std::random_device{}();
+    for (const gemm::WeightGradMode mode : {gemm::WeightGradMode::kFresh, gemm::WeightGradMode::kAccumulate}) {
+        for (const Values values : {Values::kExact, Values::kRandom}) {
+            check_weight_grads(shape, values, mode, seed++);
+        }
+    }
+}
+
 // Accumulate mode's fp32 slice does not fit a hand-off buffer: asked for the epilogue warps, both weight gradients
 // refuse, naming the argument, and leave main_grad as it was.
 TEST(GroupedGemmWeightGrad, EpilogueWarpsRefuseAccumulateMode) {
