@@ -21,6 +21,10 @@ With no selection flag it builds, runs the GPU tests and every benchmark.
   --bench LIST       comma list of: ceilings, gemm, transport, layer, baselines-gemm, baselines-layer,
                      baselines-a2a, all
   --quick            benchmarks run their representative subset with fewer repetitions
+  --bench-args NAME ARGS
+                     extra flags for the C++ benchmark NAME (ceilings, gemm, transport or layer), split at spaces
+                     and passed after the runner's own, e.g. --bench-args layer "--token-groups --tokens 4096";
+                     may be given once per benchmark
   --full             benchmarks run their whole sweep
   --gpus N           use GPUs 0..N-1 (default: all visible)
   --build-only       configure and build, nothing else
@@ -56,6 +60,7 @@ run_slow_tests=0
 run_cpu_tests=0
 bench_list=""
 mode_args=()
+declare -A bench_extra_args=()  # NAME -> the extra flags of --bench-args, as one string
 num_gpus=""
 build_only=0
 run_sass=0
@@ -78,6 +83,14 @@ while [[ $# -gt 0 ]]; do
         --bench) bench_list="${2:?--bench needs a list}"; selected=1; shift ;;
         --quick) mode_args=(--quick) ;;
         --full) mode_args=(--full) ;;
+        --bench-args)
+            case "${2:-}" in
+                ceilings|gemm|transport|layer) ;;
+                *) echo "gpu_runner: --bench-args takes ceilings, gemm, transport or layer, not '${2:-}'" >&2
+                   exit 2 ;;
+            esac
+            bench_extra_args["$2"]="${3:?--bench-args needs the flags after the benchmark name}"
+            shift 2 ;;
         --gpus) num_gpus="${2:?--gpus needs a count}"; shift ;;
         --build-only) build_only=1; selected=1 ;;
         --sass) run_sass=1; selected=1 ;;
@@ -305,8 +318,10 @@ find_ncu() {
 }
 
 run_cpp_bench() {
-    local name="$1" program="$2"
+    local name="$1" program="$2" bench="$3"
     local path
+    local -a extra=()
+    read -r -a extra <<<"${bench_extra_args[$bench]:-}"
     path="$(find_program "$program")"
     if [[ -z "$path" && $dry_run -eq 1 ]]; then
         path="$build_dir/.../$program"
@@ -315,7 +330,7 @@ run_cpp_bench() {
         skip_step "$name" "$program is not built (not written yet, or its build failed)"
         return
     fi
-    run_step "$name" "$path" --out "$results_dir" "${mode_args[@]}"
+    run_step "$name" "$path" --out "$results_dir" "${mode_args[@]}" "${extra[@]}"
 }
 
 run_python_bench() {
@@ -340,7 +355,7 @@ run_python_bench() {
 if [[ $build_only -eq 0 ]]; then
     for name in ${bench_list//,/ }; do
         case "$name" in
-            ceilings|gemm|transport|layer) run_cpp_bench "bench-$name" "mok-bench-$name" ;;
+            ceilings|gemm|transport|layer) run_cpp_bench "bench-$name" "mok-bench-$name" "$name" ;;
             baselines-gemm) run_python_bench "$name" gemm_baseline.py python ;;
             baselines-a2a) run_python_bench "$name" a2a_baseline.py torchrun ;;
             baselines-layer)
