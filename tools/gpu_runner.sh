@@ -84,12 +84,8 @@ while [[ $# -gt 0 ]]; do
         --quick) mode_args=(--quick) ;;
         --full) mode_args=(--full) ;;
         --bench-args)
-            case "${2:-}" in
-                ceilings|gemm|transport|layer) ;;
-                *) echo "gpu_runner: --bench-args takes ceilings, gemm, transport or layer, not '${2:-}'" >&2
-                   exit 2 ;;
-            esac
-            bench_extra_args["$2"]="${3:?--bench-args needs the flags after the benchmark name}"
+            extra_for="${2:?--bench-args needs a benchmark}"
+            bench_extra_args["$extra_for"]="${3:?--bench-args needs the flags after the benchmark name}"
             shift 2 ;;
         --gpus) num_gpus="${2:?--gpus needs a count}"; shift ;;
         --build-only) build_only=1; selected=1 ;;
@@ -111,7 +107,14 @@ if [[ $selected -eq 0 ]]; then
     run_tests=1
     bench_list="all"
 fi
-all_benchmarks="ceilings,gemm,transport,layer,baselines-gemm,baselines-layer,baselines-a2a"
+cpp_benchmarks="ceilings,gemm,transport,layer"
+all_benchmarks="$cpp_benchmarks,baselines-gemm,baselines-layer,baselines-a2a"
+for name in "${!bench_extra_args[@]}"; do
+    if [[ ",$cpp_benchmarks," != *",$name,"* ]]; then
+        echo "gpu_runner: --bench-args takes one of $cpp_benchmarks, not '$name'" >&2
+        exit 2
+    fi
+done
 if [[ ",$bench_list," == *",all,"* ]]; then
     bench_list="$all_benchmarks"
 fi
