@@ -221,7 +221,8 @@ def headline(case: dict[str, Any]) -> Optional[dict[str, Any]]:
 
 
 def summary(run: list[Loaded]) -> str:
-    """One line per case: its headline figure, its roofline fraction, its ratio to a same-run baseline."""
+    """One line per case: its headline figure, its roofline fractions (compute; memory where the case has its
+    floor), its ratio to a same-run baseline."""
     rows = []
     for item in sorted(run, key=lambda i: i.benchmark):
         for case in item.cases:
@@ -234,12 +235,20 @@ def summary(run: list[Loaded]) -> str:
                 continue
             by_name = {f["name"]: f for f in case.get("figures", [])}
             roofline = by_name.get("roofline_fraction")
+            memory_floor = by_name.get("memory_floor_fraction")
             baseline = figure.get("baseline")
             rows.append(
                 [
                     case["name"],
                     f"{figure['name']} {number(figure.get('value'))} {figure.get('unit', '')}",
-                    f"roofline {number(roofline.get('value'))}" if roofline else "",
+                    " ".join(
+                        part
+                        for part in (
+                            f"roofline {number(roofline.get('value'))}" if roofline else "",
+                            f"memory floor {number(memory_floor.get('value'))}" if memory_floor else "",
+                        )
+                        if part
+                    ),
                     (
                         f"x{number(figure.get('ratio'))} vs {baseline['name']} {number(baseline.get('value'))}"
                         if baseline

@@ -197,6 +197,15 @@ Figure fraction_figure(std::string name, const Figure& rate, std::string ceiling
     return figure;
 }
 
+double figure_value(const Case& c, const std::string& name) {
+    for (const Figure& f : c.figures) {
+        if (f.name == name) {
+            return f.value;
+        }
+    }
+    return NAN;
+}
+
 std::string current_commit() {
     std::string commit = env_or_empty("MOK_COMMIT");
     if (commit.empty()) {

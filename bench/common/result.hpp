@@ -82,6 +82,9 @@ struct Case {
     std::string note;  // why a case was skipped or failed; any caveat worth reading next to the figures
 };
 
+// The value of `c`'s figure `name`, or NaN where it has none (a ceiling that failed).
+double figure_value(const Case& c, const std::string& name);
+
 struct RunInfo {
     std::string benchmark;  // "ceilings", "gemm", "transport", "layer", "baselines-layer", ...
     std::string device;     // the CUDA device name, e.g. "NVIDIA H200"

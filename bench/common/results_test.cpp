@@ -123,6 +123,15 @@ TEST(BenchFigures, RatioIsTimesBetterThanTheBaseline) {
     EXPECT_DOUBLE_EQ(fraction.spread->max, 0.75);
 }
 
+TEST(BenchFigures, FigureValueByNameAndNanWhereAbsent) {
+    Case c;
+    c.figures.push_back(value_figure("bandwidth", "GB/s", Better::kHigher, 4500.0));
+    c.figures.push_back(value_figure("tflops", "TFLOP/s", Better::kHigher, 800.0));
+    EXPECT_EQ(figure_value(c, "tflops"), 800.0);
+    EXPECT_EQ(figure_value(c, "bandwidth"), 4500.0);
+    EXPECT_TRUE(std::isnan(figure_value(c, "time")));
+}
+
 TEST(BenchResult, FileNameAndSlug) {
     EXPECT_EQ(device_slug("NVIDIA H200"), "h200");
     EXPECT_EQ(device_slug("NVIDIA H100 80GB HBM3"), "h100-80gb-hbm3");

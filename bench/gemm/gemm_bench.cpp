@@ -470,15 +470,6 @@ std::vector<Form> forms(Problem& p) {
     return out;
 }
 
-double figure_value(const Case& c, const std::string& name) {
-    for (const Figure& f : c.figures) {
-        if (f.name == name) {
-            return f.value;
-        }
-    }
-    return NAN;
-}
-
 // A form's case name: model/m<rows per expert>/form.
 std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Form& form) {
     return shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;

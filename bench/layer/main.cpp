@@ -4,7 +4,9 @@
 // Case names match bench/baselines/layer_baseline.py's ("<model>/ep<R>/t<T>/<routing>/<pass>"), so the report
 // pairs each with the NCCL+PyTorch layer measured in the same run. Figures per case: time (the slower rank's),
 // the rate of the pass's expert FLOPs per rank, that rate as a fraction of the same-run dense cuBLAS rate (the
-// compute roofline), and the device memory in use on the rank (weights, gradients, activations, workspace).
+// compute roofline), the time the bytes any implementation must move take at the same-run one-way DRAM ceilings
+// and its fraction of the pass's time (the memory roofline, memory_floor.hpp), and the device memory in use on the
+// rank (weights, gradients, activations, workspace).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include "bench/ceilings/ceilings.hpp"
 #include "bench/common/bench.hpp"
 #include "bench/common/buffers.hpp"
+#include "bench/layer/memory_floor.hpp"
 #include "mok/mok.hpp"
 
 namespace mok::bench::layer {
@@ -47,6 +50,9 @@ constexpr double kWarmupMs = 2000.0;
 constexpr int kQuickReps = 4;
 // The compute ceiling: a dense bf16 GEMM of this size, timed by cuBLAS in the same run.
 constexpr int64_t kCeilingGemmSize = 8192;
+// The one-way DRAM ceilings' buffer: far beyond the 50 MB L2, as mok-bench-gemm's.
+constexpr size_t kDramCeilingBytes = size_t{4} << 30;
+constexpr double kMsPerSecond = 1e3;
 // Steps of the stage-recording layer whose stage times are averaged.
 constexpr int kProfiledSteps = 3;
 // Seeds of the routings run before a case's own (--prior-routings): far from the case's kSeed + rank.
@@ -131,6 +137,41 @@ double forward_flops(const LayerCase& c) {
         flops += static_cast<double>(c.tokens) * 6.0 * h * width;
     }
     return flops;
+}
+
+// The same run's one-way DRAM ceilings (GB/s) the memory floors divide by.
+struct DramCeilings {
+    double read_gb_per_s = 0.0;
+    double write_gb_per_s = 0.0;
+};
+
+// The slowest rank's memory floor of each pass, in ms: the rank whose experts with rows are the most.
+struct PassFloors {
+    double forward_ms = 0.0;
+    double backward_ms = 0.0;
+};
+
+PassFloors memory_floors(const LayerCase& c, const DramCeilings& dram) {
+    std::vector<std::vector<int32_t>> ids(c.ep);
+    for (int r = 0; r < c.ep; ++r) {
+        ids[r] = make_expert_ids(c, r, 0);
+    }
+    PassFloors floors;
+    for (int r = 0; r < c.ep; ++r) {
+        FloorShape shape;
+        shape.tokens = c.tokens;
+        shape.hidden = c.model->hidden;
+        shape.expert_width = c.model->expert_width;
+        shape.local_experts = c.model->num_experts / c.ep;
+        shape.local_experts_with_rows = local_experts_with_rows(ids, c.model->num_experts, r);
+        shape.shared_widths.assign(c.model->shared_expert_widths.begin(), c.model->shared_expert_widths.end());
+        shape.accumulate = c.grad_mode == GradMode::kAccumulate;
+        floors.forward_ms =
+            std::max(floors.forward_ms, floor_ms(forward_bytes(shape), dram.read_gb_per_s, dram.write_gb_per_s));
+        floors.backward_ms =
+            std::max(floors.backward_ms, floor_ms(backward_bytes(shape), dram.read_gb_per_s, dram.write_gb_per_s));
+    }
+    return floors;
 }
 
 // Everything one rank owns: its data, weights, gradients, layer and context, on its own device and stream.
@@ -392,9 +433,9 @@ void add_stage_figures(const std::vector<StageTime>& stages, const char* pass, C
     }
 }
 
-void add_pass_case(const LayerCase& c, const char* pass, double flops, double cublas_tflops, const TimingStats& stats,
-                   const TimingStats& host_enqueue, double memory_gib, const std::vector<StageTime>& stages,
-                   std::vector<Case>& cases) {
+void add_pass_case(const LayerCase& c, const char* pass, double flops, double cublas_tflops, double floor_ms,
+                   const TimingStats& stats, const TimingStats& host_enqueue, double memory_gib,
+                   const std::vector<StageTime>& stages, std::vector<Case>& cases) {
     Case out;
     out.name = c.name(pass);
     out.params.set("model", std::string(c.model->name))
@@ -413,12 +454,17 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
     out.figures.push_back(fraction_figure("roofline_fraction", rate, "cublas_bf16_dense", cublas_tflops));
     out.figures.push_back(std::move(rate));
+    out.figures.push_back(value_figure("memory_floor", "ms", Better::kLower, floor_ms));
+    // floor / time: a rate of "floor seconds per run" over the run's seconds, with the times' spread.
+    out.figures.push_back(rate_figure("memory_floor_fraction", "fraction", floor_ms / kMsPerSecond, stats));
     out.figures.push_back(value_figure("peak_memory", "GiB", Better::kLower, memory_gib));
     out.figures.push_back(time_figure("host_enqueue", host_enqueue));
     add_stage_figures(stages, pass, out);
     out.note =
         "peak_memory: device memory in use on the rank after the pass (the layer allocates nothing during a "
-        "step); roofline: expert FLOPs over the same-run cuBLAS rate; stage:* figures: rank 0's GPU time per "
+        "step); roofline: expert FLOPs over the same-run cuBLAS rate; memory_floor: the bytes any implementation "
+        "moves at least (weights with rows, gradients, the token tensors) at the same-run one-way DRAM ceilings, the "
+        "slowest rank's, and memory_floor_fraction that over the time; stage:* figures: rank 0's GPU time per "
         "step of each stage, from a second layer on the workspace that records them (Config::record_stage_times), "
         "its steps enqueued behind a HostGate so that they hold no host time; host_enqueue: host time to enqueue one "
         "pass on every rank from one thread (the timed figures are the GPU's while it stays below time)";
@@ -444,7 +490,8 @@ void checked_step(const LayerCase& c, std::vector<std::unique_ptr<Rank>>& ranks,
     }
 }
 
-void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& timing, std::vector<Case>& cases) {
+void run_case(const LayerCase& c, double cublas_tflops, const DramCeilings& dram, const TimingOptions& timing,
+              std::vector<Case>& cases) {
     std::vector<std::unique_ptr<Rank>> ranks = make_ranks(c);
     std::vector<StreamOnDevice> streams;
     for (const auto& r : ranks) {
@@ -458,6 +505,7 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     // Correctness first: one forward and backward of the case's routing, checked, before anything is timed.
     checked_step(c, ranks, 0);
     const double flops = forward_flops(c);
+    const PassFloors floors = memory_floors(c, dram);
     // Times `pass` on every rank, its host enqueue time into `enqueue`, then checks the ranks' results.
     const auto time_pass = [&](void (Rank::*pass)(), HostClock& enqueue) {
         const TimingStats stats = timer.time(
@@ -498,12 +546,14 @@ void run_case(const LayerCase& c, double cublas_tflops, const TimingOptions& tim
     }
     gate.check();
     if (times_forward) {
-        add_pass_case(c, "forward", flops, cublas_tflops, forward, forward_enqueue.stats(), memory, stages, cases);
+        add_pass_case(c, "forward", flops, cublas_tflops, floors.forward_ms, forward, forward_enqueue.stats(), memory,
+                      stages, cases);
     }
     // Backward reuses the last forward's context: it reads it and leaves it intact.
     HostClock backward_enqueue;
     const TimingStats backward = time_pass(&Rank::backward, backward_enqueue);
-    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, backward, backward_enqueue.stats(), memory, stages, cases);
+    add_pass_case(c, "backward", 2.0 * flops, cublas_tflops, floors.backward_ms, backward, backward_enqueue.stats(),
+                  memory, stages, cases);
 }
 
 // The flags of this benchmark, from the arguments the common parser left.
@@ -738,14 +788,16 @@ int run(const CommonOptions& options) {
         .set("prior_routings", flags.prior_routings)
         .set("environment", environment_json(0));
     const Case ceiling = ceilings::gemm_case({kCeilingGemmSize, kCeilingGemmSize, kCeilingGemmSize}, timing);
-    double cublas_tflops = 0.0;
-    for (const Figure& f : ceiling.figures) {
-        cublas_tflops = f.name == "tflops" ? f.value : cublas_tflops;
-    }
+    const double cublas_tflops = figure_value(ceiling, "tflops");
     result.cases.push_back(ceiling);
+    const Case read_ceiling = ceilings::device_read_case(kDramCeilingBytes, timing);
+    const Case write_ceiling = ceilings::device_write_case(kDramCeilingBytes, timing);
+    const DramCeilings dram{figure_value(read_ceiling, "bandwidth"), figure_value(write_ceiling, "bandwidth")};
+    result.cases.push_back(read_ceiling);
+    result.cases.push_back(write_ceiling);
     for (const LayerCase& c : sweep(options, flags, visible)) {
         try {
-            run_case(c, cublas_tflops, timing, result.cases);
+            run_case(c, cublas_tflops, dram, timing, result.cases);
         } catch (const std::exception& error) {
             Case failed;
             failed.name = c.name("setup");
