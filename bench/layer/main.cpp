@@ -151,7 +151,11 @@ struct PassFloors {
     double backward_ms = 0.0;
 };
 
+// NaN where a ceiling did not measure (the cases then go without their floor figures).
 PassFloors memory_floors(const LayerCase& c, const DramCeilings& dram) {
+    if (!(dram.read_gb_per_s > 0.0) || !(dram.write_gb_per_s > 0.0)) {
+        return {NAN, NAN};
+    }
     std::vector<std::vector<int32_t>> ids(c.ep);
     for (int r = 0; r < c.ep; ++r) {
         ids[r] = make_expert_ids(c, r, 0);
@@ -454,9 +458,11 @@ void add_pass_case(const LayerCase& c, const char* pass, double flops, double cu
     Figure rate = rate_figure("tflops", "TFLOP/s", flops / kFlopsPerTflop, stats);
     out.figures.push_back(fraction_figure("roofline_fraction", rate, "cublas_bf16_dense", cublas_tflops));
     out.figures.push_back(std::move(rate));
-    out.figures.push_back(value_figure("memory_floor", "ms", Better::kLower, floor_ms));
-    // floor / time: a rate of "floor seconds per run" over the run's seconds, with the times' spread.
-    out.figures.push_back(rate_figure("memory_floor_fraction", "fraction", floor_ms / kMsPerSecond, stats));
+    if (std::isfinite(floor_ms)) {
+        out.figures.push_back(value_figure("memory_floor", "ms", Better::kLower, floor_ms));
+        // floor / time: a rate of "floor seconds per run" over the run's seconds, with the times' spread.
+        out.figures.push_back(rate_figure("memory_floor_fraction", "fraction", floor_ms / kMsPerSecond, stats));
+    }
     out.figures.push_back(value_figure("peak_memory", "GiB", Better::kLower, memory_gib));
     out.figures.push_back(time_figure("host_enqueue", host_enqueue));
     add_stage_figures(stages, pass, out);

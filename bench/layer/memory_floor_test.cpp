@@ -21,7 +21,7 @@ FloorShape deepseek_v3(int64_t experts_with_rows) {
 }
 
 constexpr double kExpertBf16Bytes = 3.0 * 7168 * 2048 * 2;  // one expert's three bf16 matrices
-constexpr double kTokenTensorBytes = 4096.0 * 7168 * 2;      // x, y, dy or dx
+constexpr double kTokenTensorBytes = 4096.0 * 7168 * 2;     // x, y, dy or dx
 
 TEST(MemoryFloor, ForwardReadsTheWeightsWithRowsAndX) {
     const PassBytes b = forward_bytes(deepseek_v3(200));
