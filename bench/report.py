@@ -4,7 +4,9 @@ Reads result JSON files (bench/results/*.json by default; files or folders may b
 latest, or --run-id; --run-id more than once joins runs of one commit on one machine, such as a sweep whose
 baseline was split across calls), and writes:
   - a markdown report: every figure with its spread, baseline and ratio; every mok case next to the baseline
-    cases of the same run ('<baseline>/<case>'), with the speedup; skipped and failed cases with their reasons;
+    cases of the same run ('<baseline>/<case>'), with the speedup; where a case reports its memory floor (the
+    layer), both floors of its roofline and what fraction of the larger one mok and the baseline reach; skipped
+    and failed cases with their reasons;
   - PNG plots, when matplotlib is installed: the speedup over each baseline per case, and the fraction of the
     roofline per case. Only what the JSON holds is drawn.
 --summary prints a short table instead (what tools/gpu_runner.sh shows last).
@@ -146,6 +148,47 @@ def comparisons(run: list[Loaded]) -> list[Comparison]:
     return found
 
 
+@dataclass
+class Floors:
+    """A mok case with both floors of its roofline against the same-run baseline's time."""
+
+    case: str
+    time: float
+    baseline: str
+    baseline_time: float
+    memory_floor: float  # ms: the bytes any implementation moves at the one-way DRAM ceilings
+    compute_floor: float  # ms: the case's FLOPs at the same-run dense GEMM rate
+
+    @property
+    def bound(self) -> float:
+        return max(self.memory_floor, self.compute_floor)
+
+
+def floors(run: list[Loaded]) -> list[Floors]:
+    """Each mok case that reports a memory floor and a compute roofline fraction (mok-bench-layer), with every
+    baseline case of the same run that names it."""
+    baseline_times: dict[str, list[tuple[str, float]]] = {}
+    for item in run:
+        if item.benchmark.startswith(BASELINE_PREFIX):
+            for case in item.cases:
+                baseline, _, rest = str(case.get("name", "")).partition("/")
+                time = {f["name"]: f for f in case.get("figures", [])}.get("time")
+                if rest and case.get("status") == "ok" and time and time.get("value"):
+                    baseline_times.setdefault(rest, []).append((baseline, float(time["value"])))
+    found = []
+    for item in run:
+        if item.benchmark.startswith(BASELINE_PREFIX):
+            continue
+        for case in item.cases:
+            by_name = {f["name"]: f.get("value") for f in case.get("figures", [])}
+            time, memory, roofline = by_name.get("time"), by_name.get("memory_floor"), by_name.get("roofline_fraction")
+            if case.get("status") != "ok" or not time or memory is None or roofline is None:
+                continue
+            for baseline, baseline_time in baseline_times.get(case["name"], []):
+                found.append(Floors(case["name"], time, baseline, baseline_time, memory, roofline * time))
+    return found
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
@@ -199,6 +242,30 @@ def markdown(run: list[Loaded]) -> str:
             for c in found
         ]
         lines += markdown_table(["case", "figure", "mok", "baseline", "baseline value", "speedup"], rows) + [""]
+    bounds = floors(run)
+    if bounds:
+        lines += [
+            "## Floors: the roofline of each pass",
+            "",
+            "The larger of the memory floor (`memory_floor`) and the compute floor (the FLOPs at the same-run GEMM "
+            "ceiling) bounds any implementation; each time's fraction of it:",
+            "",
+        ]
+        rows = [
+            [
+                f.case,
+                f"{number(f.time)} ms",
+                f"{f.baseline} {number(f.baseline_time)} ms",
+                f"{number(f.memory_floor)} ms",
+                f"{number(f.compute_floor)} ms",
+                number(f.bound / f.time),
+                number(f.bound / f.baseline_time),
+            ]
+            for f in bounds
+        ]
+        header = ["case", "mok", "baseline", "memory floor", "compute floor", "mok of the bound",
+                  "baseline of the bound"]
+        lines += markdown_table(header, rows) + [""]
     for item in sorted(run, key=lambda i: i.benchmark):
         lines += [f"## {item.benchmark}", "", f"`{item.path.name}`, {item.data.get('date')}", ""]
         rows = figure_rows(item)
