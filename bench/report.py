@@ -108,15 +108,22 @@ def better_ratio(figure: dict[str, Any], value: float, baseline_value: float) ->
     return baseline_value / value if figure.get("better") == "lower" else value / baseline_value
 
 
-def comparisons(run: list[Loaded]) -> list[Comparison]:
-    """Each mok case against the baseline cases named '<baseline>/<case>' in the same run, figure by figure."""
-    baseline_cases: dict[str, list[dict[str, Any]]] = {}
+def baseline_cases_by_name(run: list[Loaded]) -> dict[str, list[dict[str, Any]]]:
+    """The run's baseline cases that ran, keyed by the mok case they name ('<baseline>/<case>'), each with its
+    baseline's name under 'baseline'."""
+    cases: dict[str, list[dict[str, Any]]] = {}
     for item in run:
         if item.benchmark.startswith(BASELINE_PREFIX):
             for case in item.cases:
                 baseline, _, rest = str(case.get("name", "")).partition("/")
                 if rest and case.get("status") == "ok":
-                    baseline_cases.setdefault(rest, []).append(dict(case, baseline=baseline))
+                    cases.setdefault(rest, []).append(dict(case, baseline=baseline))
+    return cases
+
+
+def comparisons(run: list[Loaded]) -> list[Comparison]:
+    """Each mok case against the baseline cases named '<baseline>/<case>' in the same run, figure by figure."""
+    baseline_cases = baseline_cases_by_name(run)
     found = []
     for item in run:
         if item.benchmark.startswith(BASELINE_PREFIX):
@@ -167,14 +174,7 @@ class Floors:
 def floors(run: list[Loaded]) -> list[Floors]:
     """Each mok case that reports a memory floor and a compute roofline fraction (mok-bench-layer), with every
     baseline case of the same run that names it."""
-    baseline_times: dict[str, list[tuple[str, float]]] = {}
-    for item in run:
-        if item.benchmark.startswith(BASELINE_PREFIX):
-            for case in item.cases:
-                baseline, _, rest = str(case.get("name", "")).partition("/")
-                time = {f["name"]: f for f in case.get("figures", [])}.get("time")
-                if rest and case.get("status") == "ok" and time and time.get("value"):
-                    baseline_times.setdefault(rest, []).append((baseline, float(time["value"])))
+    baseline_cases = baseline_cases_by_name(run)
     found = []
     for item in run:
         if item.benchmark.startswith(BASELINE_PREFIX):
@@ -184,8 +184,10 @@ def floors(run: list[Loaded]) -> list[Floors]:
             time, memory, roofline = by_name.get("time"), by_name.get("memory_floor"), by_name.get("roofline_fraction")
             if case.get("status") != "ok" or not time or memory is None or roofline is None:
                 continue
-            for baseline, baseline_time in baseline_times.get(case["name"], []):
-                found.append(Floors(case["name"], time, baseline, baseline_time, memory, roofline * time))
+            for other in baseline_cases.get(case["name"], []):
+                baseline_time = {f["name"]: f.get("value") for f in other.get("figures", [])}.get("time")
+                if baseline_time:
+                    found.append(Floors(case["name"], time, other["baseline"], baseline_time, memory, roofline * time))
     return found
 
 
@@ -309,12 +311,13 @@ def summary(run: list[Loaded]) -> str:
                     case["name"],
                     f"{figure['name']} {number(figure.get('value'))} {figure.get('unit', '')}",
                     " ".join(
-                        part
-                        for part in (
-                            f"roofline {number(roofline.get('value'))}" if roofline else "",
-                            f"memory floor {number(memory_floor.get('value'))}" if memory_floor else "",
+                        filter(
+                            None,
+                            (
+                                f"roofline {number(roofline.get('value'))}" if roofline else "",
+                                f"memory floor {number(memory_floor.get('value'))}" if memory_floor else "",
+                            ),
                         )
-                        if part
                     ),
                     (
                         f"x{number(figure.get('ratio'))} vs {baseline['name']} {number(baseline.get('value'))}"
