@@ -160,16 +160,16 @@ PassFloors memory_floors(const LayerCase& c, const DramCeilings& dram) {
     for (int r = 0; r < c.ep; ++r) {
         ids[r] = make_expert_ids(c, r, 0);
     }
+    FloorShape shape;
+    shape.tokens = c.tokens;
+    shape.hidden = c.model->hidden;
+    shape.expert_width = c.model->expert_width;
+    shape.local_experts = c.model->num_experts / c.ep;
+    shape.shared_widths.assign(c.model->shared_expert_widths.begin(), c.model->shared_expert_widths.end());
+    shape.accumulate = c.grad_mode == GradMode::kAccumulate;
     PassFloors floors;
     for (int r = 0; r < c.ep; ++r) {
-        FloorShape shape;
-        shape.tokens = c.tokens;
-        shape.hidden = c.model->hidden;
-        shape.expert_width = c.model->expert_width;
-        shape.local_experts = c.model->num_experts / c.ep;
         shape.local_experts_with_rows = local_experts_with_rows(ids, c.model->num_experts, r);
-        shape.shared_widths.assign(c.model->shared_expert_widths.begin(), c.model->shared_expert_widths.end());
-        shape.accumulate = c.grad_mode == GradMode::kAccumulate;
         floors.forward_ms =
             std::max(floors.forward_ms, floor_ms(forward_bytes(shape), dram.read_gb_per_s, dram.write_gb_per_s));
         floors.backward_ms =

@@ -29,24 +29,21 @@ double token_tensor_bytes(const FloorShape& s) {
     return static_cast<double>(s.tokens) * static_cast<double>(s.hidden) * kBf16Bytes;
 }
 
-// Weights the pass reads: those of the experts with rows and of the shared experts.
-double weight_bytes_read(const FloorShape& s) {
-    return (static_cast<double>(s.local_experts_with_rows) * expert_elements(s, s.expert_width) + shared_elements(s)) *
-           kBf16Bytes;
+// Elements of the weights a pass touches: those of the experts with rows and of the shared experts.
+double touched_elements(const FloorShape& s) {
+    return static_cast<double>(s.local_experts_with_rows) * expert_elements(s, s.expert_width) + shared_elements(s);
 }
 
 }  // namespace
 
 PassBytes forward_bytes(const FloorShape& s) {
-    return {weight_bytes_read(s) + token_tensor_bytes(s), token_tensor_bytes(s)};
+    return {touched_elements(s) * kBf16Bytes + token_tensor_bytes(s), token_tensor_bytes(s)};
 }
 
 PassBytes backward_bytes(const FloorShape& s) {
-    PassBytes bytes{weight_bytes_read(s) + 2.0 * token_tensor_bytes(s), token_tensor_bytes(s)};
+    PassBytes bytes{touched_elements(s) * kBf16Bytes + 2.0 * token_tensor_bytes(s), token_tensor_bytes(s)};
     if (s.accumulate) {
-        const double main_grad =
-            (static_cast<double>(s.local_experts_with_rows) * expert_elements(s, s.expert_width) + shared_elements(s)) *
-            kFp32Bytes;
+        const double main_grad = touched_elements(s) * kFp32Bytes;
         bytes.read += main_grad;
         bytes.written += main_grad;
     } else {
