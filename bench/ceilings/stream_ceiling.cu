@@ -30,7 +30,7 @@ constexpr int kWordsPerAccess = 4;  // one uint4
 constexpr int kLoadsInFlight = 8;
 constexpr double kBytesPerGigabyte = 1e9;
 
-__device__ __forceinline__ uint32_t pattern_word(size_t i, uint32_t seed) {
+__host__ __device__ __forceinline__ uint32_t pattern_word(size_t i, uint32_t seed) {
     return static_cast<uint32_t>(i) * kPatternMultiplier + seed;
 }
 
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kStreamThreads)
 uint64_t pattern_sum(size_t num_words, uint32_t seed) {
     uint64_t sum = 0;
     for (size_t i = 0; i < num_words; ++i) {
-        sum += static_cast<uint32_t>(static_cast<uint32_t>(i) * kPatternMultiplier + seed);
+        sum += pattern_word(i, seed);
     }
     return sum;
 }
