@@ -24,7 +24,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 BASELINE_PREFIX = "baselines-"
 # The figures a case is read by (the short summary shows one per case) and the ones compared across files:
@@ -121,37 +121,42 @@ def baseline_cases_by_name(run: list[Loaded]) -> dict[str, list[dict[str, Any]]]
     return cases
 
 
-def comparisons(run: list[Loaded]) -> list[Comparison]:
-    """Each mok case against the baseline cases named '<baseline>/<case>' in the same run, figure by figure."""
+def mok_cases_paired(run: list[Loaded]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each mok case that ran, with the same run's baseline cases that name it (baseline_cases_by_name)."""
     baseline_cases = baseline_cases_by_name(run)
-    found = []
     for item in run:
         if item.benchmark.startswith(BASELINE_PREFIX):
             continue
         for case in item.cases:
-            if case.get("status") != "ok":
-                continue
-            for other in baseline_cases.get(case["name"], []):
-                theirs = {f["name"]: f for f in other.get("figures", [])}
-                for figure in case.get("figures", []):
-                    if figure["name"] not in HEADLINE_FIGURES:
-                        continue
-                    match = theirs.get(figure["name"])
-                    if match is None or match.get("unit") != figure.get("unit"):
-                        continue
-                    speedup = better_ratio(figure, figure.get("value"), match.get("value"))
-                    if speedup is not None:
-                        found.append(
-                            Comparison(
-                                case["name"],
-                                figure["name"],
-                                figure.get("unit", ""),
-                                figure["value"],
-                                other["baseline"],
-                                match["value"],
-                                speedup,
-                            )
+            if case.get("status") == "ok":
+                yield case, baseline_cases.get(case["name"], [])
+
+
+def comparisons(run: list[Loaded]) -> list[Comparison]:
+    """Each mok case against the baseline cases named '<baseline>/<case>' in the same run, figure by figure."""
+    found = []
+    for case, baselines in mok_cases_paired(run):
+        for other in baselines:
+            theirs = {f["name"]: f for f in other.get("figures", [])}
+            for figure in case.get("figures", []):
+                if figure["name"] not in HEADLINE_FIGURES:
+                    continue
+                match = theirs.get(figure["name"])
+                if match is None or match.get("unit") != figure.get("unit"):
+                    continue
+                speedup = better_ratio(figure, figure.get("value"), match.get("value"))
+                if speedup is not None:
+                    found.append(
+                        Comparison(
+                            case["name"],
+                            figure["name"],
+                            figure.get("unit", ""),
+                            figure["value"],
+                            other["baseline"],
+                            match["value"],
+                            speedup,
                         )
+                    )
     return found
 
 
@@ -174,20 +179,16 @@ class Floors:
 def floors(run: list[Loaded]) -> list[Floors]:
     """Each mok case that reports a memory floor and a compute roofline fraction (mok-bench-layer), with every
     baseline case of the same run that names it."""
-    baseline_cases = baseline_cases_by_name(run)
     found = []
-    for item in run:
-        if item.benchmark.startswith(BASELINE_PREFIX):
+    for case, baselines in mok_cases_paired(run):
+        by_name = {f["name"]: f.get("value") for f in case.get("figures", [])}
+        time, memory, roofline = by_name.get("time"), by_name.get("memory_floor"), by_name.get("roofline_fraction")
+        if not time or memory is None or roofline is None:
             continue
-        for case in item.cases:
-            by_name = {f["name"]: f.get("value") for f in case.get("figures", [])}
-            time, memory, roofline = by_name.get("time"), by_name.get("memory_floor"), by_name.get("roofline_fraction")
-            if case.get("status") != "ok" or not time or memory is None or roofline is None:
-                continue
-            for other in baseline_cases.get(case["name"], []):
-                baseline_time = {f["name"]: f.get("value") for f in other.get("figures", [])}.get("time")
-                if baseline_time:
-                    found.append(Floors(case["name"], time, other["baseline"], baseline_time, memory, roofline * time))
+        for other in baselines:
+            baseline_time = {f["name"]: f.get("value") for f in other.get("figures", [])}.get("time")
+            if baseline_time:
+                found.append(Floors(case["name"], time, other["baseline"], baseline_time, memory, roofline * time))
     return found
 
 
