@@ -25,6 +25,7 @@
 #include "bench/common/bench.hpp"
 #include "bench/common/buffers.hpp"
 #include "bench/layer/memory_floor.hpp"
+#include "bench/layer/routing.hpp"
 #include "mok/mok.hpp"
 
 namespace mok::bench::layer {
@@ -62,7 +63,7 @@ struct LayerCase {
     const ModelPreset* model = nullptr;
     int64_t tokens = 0;
     int ep = 1;
-    std::string routing;      // "uniform" or "zipf"
+    std::string routing;      // "uniform", "zipf" or "balanced" (make_expert_ids)
     int comm_sms = 0;         // Config::num_comm_sms_forward and _backward; 0: the library's choice
     bool one_stream = false;  // the timed layer runs the one-stream order too (--one-stream)
     // Config::gemm_pingpong and gemm_epilogue_warps at their defaults, or both off (--gemm-cooperative adds cases
@@ -101,11 +102,15 @@ void check(const Status& status, const std::string& what) {
     }
 }
 
-// Expert ids [T, k] of one rank: k distinct experts per token, uniform or Zipf-skewed over a seeded order.
-// `variant` 0 is the case's routing; others are the prior routings', with the same skew and other draws.
+// Expert ids [T, k] of one rank: k distinct experts per token, uniform or Zipf-skewed over a seeded order, or
+// balanced (routing.hpp: every expert the same rows, the padding-free reference for uniform routing). `variant` 0 is
+// the case's routing; others are the prior routings', with the same skew and other draws (balanced draws nothing).
 std::vector<int32_t> make_expert_ids(const LayerCase& c, int rank, int variant) {
     const int64_t num_experts = c.model->num_experts;
     const int64_t k = c.model->top_k;
+    if (c.routing == "balanced") {
+        return balanced_expert_ids(c.tokens, k, num_experts, rank);
+    }
     std::mt19937_64 rng(kSeed + kPriorRoutingSeedStride * static_cast<uint64_t>(variant) + static_cast<uint64_t>(rank));
     std::vector<double> weights(num_experts, 1.0);
     if (c.routing == "zipf") {
@@ -565,8 +570,9 @@ void run_case(const LayerCase& c, double cublas_tflops, const DramCeilings& dram
 // The flags of this benchmark, from the arguments the common parser left.
 struct LayerFlags {
     std::vector<int> comm_sms{0};
-    std::vector<int64_t> tokens;      // empty: the sweep's own
-    std::vector<std::string> shapes;  // model presets; empty: the sweep's own
+    std::vector<int64_t> tokens;        // empty: the sweep's own
+    std::vector<std::string> shapes;    // model presets; empty: the sweep's own
+    std::vector<std::string> routings;  // "uniform", "zipf", "balanced"; empty: the sweep's own
     std::vector<ForwardCombine> forward_combine{ForwardCombine::kAuto};
     bool one_stream = false;
     bool gemm_cooperative = false;
@@ -595,6 +601,9 @@ std::vector<LayerCase> sweep(const CommonOptions& options, const LayerFlags& fla
     }
     if (!flags.shapes.empty()) {
         models = flags.shapes;
+    }
+    if (!flags.routings.empty()) {
+        routings = flags.routings;
     }
     std::vector<int> eps = {1};
     if (visible >= 2) {
@@ -648,6 +657,9 @@ void print_usage() {
         "  --tokens LIST     comma list of tokens per rank, in place of the sweep's\n"
         "  --shapes LIST     comma list of model presets (the names of layer_baseline.py --shapes), in place of\n"
         "                    the sweep's\n"
+        "  --routings LIST   comma list of uniform, zipf, balanced, in place of the sweep's; balanced gives every\n"
+        "                    expert the same rows (no padding where that count is a multiple of 128) and has no\n"
+        "                    baseline case to pair with\n"
         "  --forward-combine LIST  comma list of auto, push, down_stores (Config::forward_combine); cases other\n"
         "                    than auto carry /push or /down_stores in their names\n"
         "  --prior-routings N  before each case, N steps with other routings of the same skew, so that the rows\n"
@@ -727,6 +739,22 @@ std::vector<std::string> parse_shapes(const std::string& text) {
     return out;
 }
 
+// A comma list of uniform, zipf, balanced.
+std::vector<std::string> parse_routings(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream list(text);
+    for (std::string item; std::getline(list, item, ',');) {
+        if (item != "uniform" && item != "zipf" && item != "balanced") {
+            throw std::invalid_argument("--routings: a comma list of uniform, zipf, balanced, got '" + text + "'");
+        }
+        out.push_back(item);
+    }
+    if (out.empty()) {
+        throw std::invalid_argument("--routings: expected at least one of uniform, zipf, balanced");
+    }
+    return out;
+}
+
 // The flags the common parser left; throws std::invalid_argument on anything else.
 LayerFlags parse_flags(const std::vector<std::string>& rest) {
     LayerFlags flags;
@@ -745,7 +773,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
         }
         if (i + 1 >= rest.size() ||
             (rest[i] != "--comm-sms" && rest[i] != "--tokens" && rest[i] != "--forward-combine" &&
-             rest[i] != "--shapes" && rest[i] != "--prior-routings" && rest[i] != "--grad-modes")) {
+             rest[i] != "--shapes" && rest[i] != "--routings" && rest[i] != "--prior-routings" &&
+             rest[i] != "--grad-modes")) {
             throw std::invalid_argument("unknown flag or missing value: '" + rest[i] + "' (see --help)");
         }
         const std::string& flag = rest[i];
@@ -756,6 +785,8 @@ LayerFlags parse_flags(const std::vector<std::string>& rest) {
             flags.forward_combine = parse_combines(value);
         } else if (flag == "--shapes") {
             flags.shapes = parse_shapes(value);
+        } else if (flag == "--routings") {
+            flags.routings = parse_routings(value);
         } else if (flag == "--grad-modes") {
             flags.grad_modes = parse_grad_modes(value);
         } else if (flag == "--prior-routings") {
