@@ -3,22 +3,21 @@
 // id, torch._grouped_mm measured by bench/baselines in the same runner invocation).
 //
 // Each case runs its form once and checks sampled outputs against a CPU fp64 dot product through the
-// tolerance model before timing. The experts of a case are the local experts of EP 8 (E / 8), capped at
-// kMaxRows rows in all -- the same groups as the torch._grouped_mm baseline, whose cases pair with these by name.
+// tolerance model before timing (sampled_checks.hpp). The experts of a case are the local experts of EP 8 (E / 8),
+// capped at 65536 rows in all -- the same groups as the torch._grouped_mm baseline, whose cases pair with these by
+// name (problem.hpp). This file holds the forms, their timing and the result.
 #include <cuda_bf16.h>
 
-#include <cmath>
 #include <cstdio>
 #include <functional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench/ceilings/ceilings.hpp"
 #include "bench/common/bench.hpp"
-#include "bench/common/buffers.hpp"
-#include "common/bf16.hpp"
+#include "bench/gemm/problem.hpp"
+#include "bench/gemm/sampled_checks.hpp"
 #include "common/device_status.hpp"
 #include "device/gemm/grouped_gemm.hpp"
 #include "reference/tolerance.hpp"
@@ -26,124 +25,12 @@
 namespace mok::bench::gemm_bench {
 namespace {
 
-// The groups of a case: the local experts of a full node (EP 8), at most kMaxRows rows in all.
-constexpr int32_t kEpForGroups = 8;
-constexpr int32_t kMaxRows = 65536;
-constexpr int32_t kRowAlignment = 128;
 constexpr double kFlopsPerMultiplyAdd = 2.0;
 // Accumulate mode reads and writes each fp32 main_grad element once: the traffic its bandwidth figure counts,
 // comparable with the device copy's (read + write).
 constexpr double kMainGradBytesMoved = 2.0 * sizeof(float);
 constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
-constexpr int kCheckedRows = 3;
-constexpr uint64_t kSeed = 0x9e3779b97f4a7c15ull;
-
-struct ModelShape {
-    std::string name;
-    int32_t num_experts;  // E, of the whole model
-    int32_t hidden;
-    int32_t width;
-};
-
-// The model table of the brief.
-std::vector<ModelShape> model_shapes() {
-    return {{"kimi-k2.7-code", 384, 7168, 2048},    {"glm-5.2", 256, 6144, 2048},
-            {"qwen3.5-397b-a17b", 512, 4096, 1024}, {"deepseek-v4-pro", 384, 7168, 3072},
-            {"deepseek-v3", 256, 7168, 2048},       {"qwen3-235b-a22b", 128, 4096, 1536}};
-}
-
-int32_t groups_for(const ModelShape& shape, int32_t rows_per_expert) {
-    return std::max(1, std::min(shape.num_experts / kEpForGroups, kMaxRows / rows_per_expert));
-}
-
-void check_status(const Status& s) {
-    if (!s.is_ok()) {
-        throw std::runtime_error(s.to_string());
-    }
-}
-
-template <typename T>
-std::vector<T> download(const T* device, size_t offset, size_t count) {
-    std::vector<T> host(count);
-    MOK_BENCH_CHECK_CUDA(cudaMemcpy(host.data(), device + offset, count * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-}
-
-// All buffers of one (shape, rows per expert) point.
-struct Problem {
-    Problem(const ModelShape& shape, int32_t rows_per_expert, cudaStream_t stream)
-        : hidden(shape.hidden),
-          width(shape.width),
-          num_experts(groups_for(shape, rows_per_expert)),
-          rows(num_experts * rows_per_expert),
-          x(0, static_cast<size_t>(rows) * hidden),
-          dy(0, static_cast<size_t>(rows) * hidden),
-          dys(0, static_cast<size_t>(rows) * hidden),
-          out(0, static_cast<size_t>(rows) * hidden),
-          gu(0, static_cast<size_t>(rows) * 2 * width),
-          dgu(0, static_cast<size_t>(rows) * 2 * width),
-          h(0, static_cast<size_t>(rows) * width),
-          w_gate(0, static_cast<size_t>(num_experts) * width * hidden),
-          w_up(0, static_cast<size_t>(num_experts) * width * hidden),
-          w_down(0, static_cast<size_t>(num_experts) * hidden * width),
-          fresh(0, static_cast<size_t>(num_experts) * width * hidden),
-          fresh_up(0, static_cast<size_t>(num_experts) * width * hidden),
-          d_gate(0, static_cast<size_t>(num_experts) * width * hidden),
-          d_up(0, static_cast<size_t>(num_experts) * width * hidden),
-          d_down(0, static_cast<size_t>(num_experts) * hidden * width),
-          row_weight(0, rows),
-          partials(0, static_cast<size_t>(rows) * gemm::router_partial_tiles(width)),
-          d_router(0, rows),
-          tables(0, 1 + rows / kRowAlignment + 2 * num_experts),
-          status(0, 1),
-          wave_counter(0, 1) {
-        const float input_scale = 1.0f / std::sqrt(static_cast<float>(hidden));
-        const float width_scale = 1.0f / std::sqrt(static_cast<float>(width));
-        uint64_t seed = kSeed;
-        fill_uniform(x.get(), x.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(dy.get(), dy.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(gu.get(), gu.count(), -2.0f, 2.0f, seed++, stream);
-        fill_uniform(dgu.get(), dgu.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(h.get(), h.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(dys.get(), dys.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(w_gate.get(), w_gate.count(), -input_scale, input_scale, seed++, stream);
-        fill_uniform(w_up.get(), w_up.count(), -input_scale, input_scale, seed++, stream);
-        fill_uniform(w_down.get(), w_down.count(), -width_scale, width_scale, seed++, stream);
-        fill_uniform(d_gate.get(), d_gate.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(d_up.get(), d_up.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(d_down.get(), d_down.count(), -1.0f, 1.0f, seed++, stream);
-        fill_uniform(row_weight.get(), row_weight.count(), -1.0f, 1.0f, seed++, stream);
-        // The row space: num_experts segments of rows_per_expert rows each (a multiple of 128: no padding).
-        std::vector<int32_t> host_tables(tables.count());
-        host_tables[0] = rows;
-        for (int32_t t = 0; t < rows / kRowAlignment; ++t) {
-            host_tables[1 + t] = t * kRowAlignment / rows_per_expert;
-        }
-        for (int32_t e = 0; e < num_experts; ++e) {
-            host_tables[1 + rows / kRowAlignment + e] = e * rows_per_expert;
-            host_tables[1 + rows / kRowAlignment + num_experts + e] = rows_per_expert;
-        }
-        MOK_BENCH_CHECK_CUDA(cudaMemcpy(tables.get(), host_tables.data(), tables.bytes(), cudaMemcpyHostToDevice));
-        MOK_BENCH_CHECK_CUDA(cudaMemset(status.get(), 0, status.bytes()));
-        MOK_BENCH_CHECK_CUDA(cudaStreamSynchronize(stream));
-        const int32_t* t = tables.get();
-        space = {
-            {t, t + 1, t + 1 + rows / kRowAlignment, t + 1 + rows / kRowAlignment + num_experts}, rows, num_experts};
-    }
-
-    int32_t hidden;
-    int32_t width;
-    int32_t num_experts;
-    int32_t rows;
-    DeviceBuffer<__nv_bfloat16> x, dy, dys, out, gu, dgu, h, w_gate, w_up, w_down;
-    DeviceBuffer<__nv_bfloat16> fresh, fresh_up;  // bf16 weight gradients of the checks before timing
-    DeviceBuffer<float> d_gate, d_up, d_down, row_weight, partials, d_router;
-    DeviceBuffer<int32_t> tables;
-    DeviceBuffer<DeviceStatus> status;
-    DeviceBuffer<uint32_t> wave_counter;  // the launches align their waves, as the layer's do
-    gemm::GroupedRowSpace space{};
-};
 
 // Which way a form's weight bytes move, and so which same-run bandwidth ceiling its 128-row points are held against.
 enum class WeightTraffic {
@@ -183,150 +70,6 @@ struct BandwidthCeilings {
         return copy;
     }
 };
-
-float to_float(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-
-std::vector<float> host_floats(const __nv_bfloat16* device, size_t offset, size_t count) {
-    const std::vector<__nv_bfloat16> raw = download(device, offset, count);
-    std::vector<float> out(count);
-    for (size_t i = 0; i < count; ++i) {
-        out[i] = to_float(raw[i]);
-    }
-    return out;
-}
-
-// Sampled check: collects the GPU value, the fp32-accumulated same-precision value and the fp64 oracle of each
-// sampled element, and judges them with the tolerance model.
-class SampledCheck {
-  public:
-    void add(double got, double same, double oracle) {
-        got_.push_back(got);
-        same_.push_back(same);
-        oracle_.push_back(oracle);
-    }
-    tolerance::Verdict verdict() const { return tolerance::judge(got_, same_, oracle_); }
-
-  private:
-    std::vector<double> got_, same_, oracle_;
-};
-
-struct Dot {
-    double oracle = 0.0;
-    float same = 0.0f;
-    void add(float a, float b) {
-        oracle += static_cast<double>(a) * b;
-        same = std::fma(a, b, same);
-    }
-};
-
-std::vector<int32_t> sample_rows(const Problem& p) {
-    std::mt19937 rng(static_cast<uint32_t>(p.hidden * 131 + p.width));
-    std::uniform_int_distribution<int32_t> pick(0, p.rows - 1);
-    std::vector<int32_t> rows;
-    for (int i = 0; i < kCheckedRows; ++i) {
-        rows.push_back(pick(rng));
-    }
-    return rows;
-}
-
-int32_t expert_of(const Problem& p, int32_t row) {
-    return row / (p.rows / p.num_experts);
-}
-
-// out[r][j] = sum_k a[r][k] * w_e[j][k] (w_e: [n, k] per expert): gate/up (its g half) and down.
-tolerance::Verdict check_rows_against_weights(const Problem& p, const __nv_bfloat16* a, const __nv_bfloat16* w,
-                                              const __nv_bfloat16* out, int64_t out_stride, int64_t n, int64_t k) {
-    SampledCheck check;
-    for (const int32_t r : sample_rows(p)) {
-        const std::vector<float> a_row = host_floats(a, static_cast<size_t>(r) * k, k);
-        const std::vector<float> w_e = host_floats(w, static_cast<size_t>(expert_of(p, r)) * n * k, n * k);
-        const std::vector<float> got = host_floats(out, static_cast<size_t>(r) * out_stride, n);
-        for (int64_t j = 0; j < n; ++j) {
-            Dot d;
-            for (int64_t i = 0; i < k; ++i) {
-                d.add(a_row[i], w_e[j * k + i]);
-            }
-            check.add(got[j], round_to_bf16(d.same), d.oracle);
-        }
-    }
-    return check.verdict();
-}
-
-// dx rows: out[r][j] = sum_i dg[r][i] W_gate[i][j] + du[r][i] W_up[i][j].
-tolerance::Verdict check_dgrad_gate_up(const Problem& p) {
-    SampledCheck check;
-    const int64_t H = p.hidden, I = p.width;
-    for (const int32_t r : sample_rows(p)) {
-        const std::vector<float> dgu = host_floats(p.dgu.get(), static_cast<size_t>(r) * 2 * I, 2 * I);
-        const size_t e = expert_of(p, r);
-        const std::vector<float> wg = host_floats(p.w_gate.get(), e * I * H, I * H);
-        const std::vector<float> wu = host_floats(p.w_up.get(), e * I * H, I * H);
-        const std::vector<float> got = host_floats(p.out.get(), static_cast<size_t>(r) * H, H);
-        for (int64_t j = 0; j < H; ++j) {
-            Dot d;
-            for (int64_t i = 0; i < I; ++i) {
-                d.add(dgu[i], wg[i * H + j]);
-            }
-            for (int64_t i = 0; i < I; ++i) {
-                d.add(dgu[I + i], wu[i * H + j]);
-            }
-            check.add(got[j], round_to_bf16(d.same), d.oracle);
-        }
-    }
-    return check.verdict();
-}
-
-// du = bf16(w * dh' * silu(g)), dh' = bf16(W_down^T dy): the dgrad epilogue's u-half output.
-tolerance::Verdict check_dgrad_down(const Problem& p) {
-    SampledCheck check;
-    const int64_t H = p.hidden, I = p.width;
-    const std::vector<float> weight = download(p.row_weight.get(), 0, p.rows);
-    for (const int32_t r : sample_rows(p)) {
-        const std::vector<float> dy = host_floats(p.dy.get(), static_cast<size_t>(r) * H, H);
-        const std::vector<float> gu = host_floats(p.gu.get(), static_cast<size_t>(r) * 2 * I, 2 * I);
-        const std::vector<float> wd = host_floats(p.w_down.get(), static_cast<size_t>(expert_of(p, r)) * H * I, H * I);
-        const std::vector<float> got = host_floats(p.dgu.get(), static_cast<size_t>(r) * 2 * I + I, I);
-        for (int64_t j = 0; j < I; ++j) {
-            Dot d;
-            for (int64_t i = 0; i < H; ++i) {
-                d.add(dy[i], wd[i * I + j]);
-            }
-            const double g = gu[j];
-            const double silu = g / (1.0 + std::exp(-g));
-            check.add(got[j], round_to_bf16(weight[r] * round_to_bf16(d.same) * static_cast<float>(silu)),
-                      weight[r] * d.oracle * silu);
-        }
-    }
-    return check.verdict();
-}
-
-// A weight gradient run fresh (bf16) into `fresh`, at sampled (m, n) of one expert: the sum over the expert's
-// rows of a[r][m] * b[r][n], a: [rows, a_stride] from column a_offset, b: [rows, n_extent].
-tolerance::Verdict check_weight_grad(const Problem& p, const __nv_bfloat16* a, int64_t a_stride, int64_t a_offset,
-                                     const __nv_bfloat16* b, int64_t m_extent, int64_t n_extent,
-                                     const __nv_bfloat16* fresh) {
-    constexpr int kSamples = 48;
-    SampledCheck check;
-    std::mt19937 rng(static_cast<uint32_t>(m_extent * 7 + n_extent));
-    const int32_t rows_per_expert = p.rows / p.num_experts;
-    const int64_t e = std::uniform_int_distribution<int64_t>(0, p.num_experts - 1)(rng);
-    const std::vector<float> a_rows = host_floats(a, static_cast<size_t>(e) * rows_per_expert * a_stride,
-                                                  static_cast<size_t>(rows_per_expert) * a_stride);
-    const std::vector<float> b_rows = host_floats(b, static_cast<size_t>(e) * rows_per_expert * n_extent,
-                                                  static_cast<size_t>(rows_per_expert) * n_extent);
-    for (int s = 0; s < kSamples; ++s) {
-        const int64_t m = std::uniform_int_distribution<int64_t>(0, m_extent - 1)(rng);
-        const int64_t n = std::uniform_int_distribution<int64_t>(0, n_extent - 1)(rng);
-        Dot d;
-        for (int32_t r = 0; r < rows_per_expert; ++r) {
-            d.add(a_rows[r * a_stride + a_offset + m], b_rows[r * n_extent + n]);
-        }
-        check.add(host_floats(fresh, (e * m_extent + m) * n_extent + n, 1)[0], round_to_bf16(d.same), d.oracle);
-    }
-    return check.verdict();
-}
 
 std::vector<Form> forms(Problem& p) {
     const double m = p.rows;
