@@ -214,19 +214,19 @@ std::vector<Form> forms(Problem& p) {
 }
 
 // A form's case name: model/m<rows per expert>/form.
-std::string case_name(const ModelShape& shape, int32_t rows_per_expert, const Form& form) {
-    return shape.name + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
+std::string case_name(const ModelPreset& shape, int32_t rows_per_expert, const Form& form) {
+    return std::string(shape.name) + "/m" + std::to_string(rows_per_expert) + "/" + form.name;
 }
 
 // A case whose correctness check fails is not timed, unless `time_failed` (--time-failed): a diagnostic build that
 // computes wrong results on purpose, to time what it leaves out, still gets its figures, and the case stays failed.
-Case time_form(const ModelShape& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
+Case time_form(const ModelPreset& shape, int32_t rows_per_expert, Form& form, cudaStream_t stream, Timer& timer,
                const TimingOptions& timing, double dense_tflops, const BandwidthCeilings& ceilings, bool time_failed) {
     Case c;
     c.name = case_name(shape, rows_per_expert, form);
     c.params = Json::object();
     c.params.set("hidden", Json(shape.hidden));
-    c.params.set("width", Json(shape.width));
+    c.params.set("width", Json(shape.expert_width));
     c.params.set("rows_per_expert", Json(rows_per_expert));
     c.params.set("num_experts", Json(groups_for(shape, rows_per_expert)));
     c.params.set("form", Json(form.name));
@@ -284,10 +284,11 @@ int run(const CommonOptions& options) {
     // --quick: the baseline's quick subset (DeepSeek-V3 and Qwen3.5 at 128 and 4096 rows per expert).
     const std::vector<int32_t> rows_points =
         options.quick ? std::vector<int32_t>{128, 4096} : std::vector<int32_t>{128, 512, 2048, 4096};
-    std::vector<ModelShape> shapes = model_shapes();
-    if (options.quick) {
-        std::erase_if(shapes,
-                      [](const ModelShape& m) { return m.name != "deepseek-v3" && m.name != "qwen3.5-397b-a17b"; });
+    std::vector<const ModelPreset*> shapes;
+    for (const ModelPreset& preset : model_presets()) {
+        if (!options.quick || preset.name == "deepseek-v3" || preset.name == "qwen3.5-397b-a17b") {
+            shapes.push_back(&preset);
+        }
     }
     Result result;
     result.run = collect_run_info("gemm", 1);
@@ -312,7 +313,8 @@ int run(const CommonOptions& options) {
     for (const Case* ceiling : {&bandwidth.copy, &bandwidth.read, &bandwidth.write}) {
         result.cases.push_back(*ceiling);
     }
-    for (const ModelShape& shape : shapes) {
+    for (const ModelPreset* preset : shapes) {
+        const ModelPreset& shape = *preset;
         for (int32_t rows_per_expert : rows_points) {
             Problem problem(shape, rows_per_expert, stream.get());
             for (Form& form : forms(problem)) {

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "bench/common/data.hpp"
-#include "mok/models.hpp"
 
 namespace mok::bench::gemm_bench {
 namespace {
@@ -18,17 +17,9 @@ constexpr uint64_t kSeed = 0x9e3779b97f4a7c15ull;
 
 }  // namespace
 
-std::vector<ModelShape> model_shapes() {
-    std::vector<ModelShape> shapes;
-    for (const ModelPreset& preset : model_presets()) {
-        shapes.push_back({std::string(preset.name), static_cast<int32_t>(preset.num_experts),
-                          static_cast<int32_t>(preset.hidden), static_cast<int32_t>(preset.expert_width)});
-    }
-    return shapes;
-}
-
-int32_t groups_for(const ModelShape& shape, int32_t rows_per_expert) {
-    return std::max(1, std::min(shape.num_experts / kEpForGroups, kMaxRows / rows_per_expert));
+int32_t groups_for(const ModelPreset& shape, int32_t rows_per_expert) {
+    const int32_t local_experts = static_cast<int32_t>(shape.num_experts) / kEpForGroups;
+    return std::max(1, std::min(local_experts, kMaxRows / rows_per_expert));
 }
 
 void check_status(const Status& s) {
@@ -37,9 +28,9 @@ void check_status(const Status& s) {
     }
 }
 
-Problem::Problem(const ModelShape& shape, int32_t rows_per_expert, cudaStream_t stream)
-    : hidden(shape.hidden),
-      width(shape.width),
+Problem::Problem(const ModelPreset& shape, int32_t rows_per_expert, cudaStream_t stream)
+    : hidden(static_cast<int32_t>(shape.hidden)),
+      width(static_cast<int32_t>(shape.expert_width)),
       num_experts(groups_for(shape, rows_per_expert)),
       rows(num_experts * rows_per_expert),
       x(0, static_cast<size_t>(rows) * hidden),

@@ -10,12 +10,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "bench/common/buffers.hpp"
 #include "common/device_status.hpp"
 #include "device/gemm/grouped_gemm.hpp"
+#include "mok/models.hpp"
 #include "mok/status.hpp"
 
 namespace mok::bench::gemm_bench {
@@ -23,18 +23,9 @@ namespace mok::bench::gemm_bench {
 // The row tile: rows per expert are a multiple of it, and a point's row-tile table has one entry per tile.
 constexpr int32_t kRowAlignment = 128;
 
-struct ModelShape {
-    std::string name;
-    int32_t num_experts;  // E, of the whole model
-    int32_t hidden;
-    int32_t width;
-};
-
-// The model presets' routed-expert shapes (mok/models.hpp), in the presets' order.
-std::vector<ModelShape> model_shapes();
-
-// The experts of a point: min(E / 8, kMaxRows / rows per expert), at least one.
-int32_t groups_for(const ModelShape& shape, int32_t rows_per_expert);
+// The experts of a point of `shape` (a model preset, mok/models.hpp): min(E / 8, kMaxRows / rows per expert), at least
+// one.
+int32_t groups_for(const ModelPreset& shape, int32_t rows_per_expert);
 
 // Throws std::runtime_error with the status's text unless it is ok.
 void check_status(const Status& s);
@@ -49,7 +40,7 @@ std::vector<T> download(const T* device, size_t offset, size_t count) {
 // All buffers of one (shape, rows per expert) point, filled with seeded uniform values on `stream` (synchronized
 // before the constructor returns).
 struct Problem {
-    Problem(const ModelShape& shape, int32_t rows_per_expert, cudaStream_t stream);
+    Problem(const ModelPreset& shape, int32_t rows_per_expert, cudaStream_t stream);
 
     int32_t hidden;
     int32_t width;
